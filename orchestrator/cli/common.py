@@ -1,0 +1,33 @@
+"""What every command shares: the vault option, consoles, and turning errors into exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from shared.settings import get_settings
+from shared.vault import Vault, open_vault
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+VaultOption = Annotated[
+    Path | None,
+    typer.Option("--vault", help="Vault folder (default: $SKILLQ_VAULT, else ./vault).",
+                 show_default=False),
+]
+
+
+def vault_path(option: Path | None) -> Path:
+    return option if option is not None else get_settings().vault
+
+
+def vault(option: Path | None) -> Vault:
+    return open_vault(vault_path(option), ttl_s=get_settings().discovery_ttl_s)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())

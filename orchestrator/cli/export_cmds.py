@@ -1,0 +1,59 @@
+"""`skillq export` (between on-disk forms) and `skillq sync` (sub-skills.json from steps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.common import VaultOption, out, vault
+from orchestrator.forms import derived_sub_skills, write_skill, write_sub_skills
+from shared.errors import ValidationFailed, VaultError
+from shared.problems import display_path
+from shared.vault import forget_vaults
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+    app.command("sync")(sync)
+
+
+def export(
+    name: Annotated[str | None, typer.Argument(
+        help="Skill to export (default: every skill in the vault).", show_default=False)] = None,
+    agentskills: Annotated[Path | None, typer.Option(
+        "--agentskills", metavar="OUT", help="Write the Agent Skills form into OUT: SKILL.md "
+        "with only the spec fields (passes `agentskills validate`) plus skill.yaml.")] = None,
+    bot0: Annotated[Path | None, typer.Option(
+        "--bot0", metavar="OUT", help="Write the bot0 form into OUT: every field in "
+        "SKILL.md's frontmatter.")] = None,
+    vault_opt: VaultOption = None,
+) -> None:
+    """Write skills into OUT in another on-disk form; the vault itself is left as it is."""
+    if (agentskills is None) == (bot0 is None):
+        raise VaultError("give exactly one of --agentskills OUT or --bot0 OUT")
+    form, out_dir = ("agentskills", agentskills) if agentskills is not None else ("bot0", bot0)
+    assert out_dir is not None
+    loaded = vault(vault_opt)
+    skills = [loaded.get(name)] if name else [loaded.skills[n] for n in sorted(loaded.skills)]
+    bad = [p for s in skills for p in loaded.problems_in(s.folder)]
+    if bad:
+        raise ValidationFailed(bad)
+    if not skills:
+        raise VaultError(f"no skills to export in {display_path(loaded.root)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for skill in skills:
+        target = write_skill(skill, out_dir, form)
+        out.print(f"{skill.name} -> {display_path(target)} ({form} form)", markup=False)
+
+
+def sync(name: str, vault_opt: VaultOption = None) -> None:
+    """Regenerate an orchestrator's sub-skills.json from its steps (roles are kept)."""
+    loaded = vault(vault_opt)
+    skill = loaded.get(name)
+    if not skill.manifest.steps:
+        raise VaultError(f"{name} has no steps; its sub-skills.json is written by hand")
+    path = write_sub_skills(skill, derived_sub_skills(skill, dict(loaded.skills)))
+    forget_vaults()
+    out.print(f"wrote {display_path(path)}", markup=False)

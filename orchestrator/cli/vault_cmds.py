@@ -1,0 +1,186 @@
+"""Reading a vault: validate, list, show, catalog."""
+
+from __future__ import annotations
+
+import enum
+import html
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.common import VaultOption, one_line, out, vault, vault_path
+from shared import agentskills
+from shared.errors import VaultError
+from shared.problems import Problem, display_path
+from shared.skill import Skill
+from shared.stepgraph import step_dependencies
+from shared.vault import load_vault, skill_folders, vault_of
+
+
+class Spec(enum.StrEnum):
+    skillq = "skillq"
+    agentskills = "agentskills"
+
+
+class CatalogFormat(enum.StrEnum):
+    text = "text"
+    xml = "xml"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)
+    app.command("list")(list_skills)
+    app.command("show")(show)
+    app.command("catalog")(catalog)
+
+
+def validate(
+    path: Annotated[Path | None, typer.Argument(
+        help="A skill folder or a whole vault (default: the vault).", show_default=False)] = None,
+    spec: Annotated[Spec, typer.Option(
+        help="skillq: the full skill contract; agentskills: the Agent Skills specification "
+             "only, with the reference validator's verdict.")] = Spec.skillq,
+    vault_opt: VaultOption = None,
+) -> None:
+    """Check skills and report every problem as `<file>: <field>: <what to fix>`.
+
+    Exit 0 when valid, 1 when a problem was found, 2 on a usage error.
+    """
+    target = path if path is not None else vault_path(vault_opt)
+    if not target.exists():
+        raise VaultError(f"{display_path(target)} does not exist")
+    if spec is Spec.agentskills:
+        problems, count = _validate_agentskills(target)
+    else:
+        root, folder = vault_of(target)
+        loaded = load_vault(root)
+        problems = loaded.problems_in(folder) if folder else list(loaded.problems)
+        count = 1 if folder else len(loaded.folders)
+    for problem in problems:
+        out.print(str(problem), markup=False)
+    if problems:
+        out.print(f"✗ {len(problems)} problem(s) in {count} skill folder(s) checked "
+                  f"({spec} rules)", style="red")
+        raise typer.Exit(1)
+    out.print(f"✓ {count} skill(s) valid ({spec} rules)", style="green")
+
+
+def _validate_agentskills(target: Path) -> tuple[list[Problem], int]:
+    if target.is_file() and target.name.lower() == "skill.md":
+        target = target.parent
+    if agentskills.find_skill_md(target) is not None or not target.is_dir():
+        return agentskills.validate_agentskills(target), 1
+    folders = skill_folders(target)
+    if not folders:  # an empty folder is judged as one skill, as the reference does
+        return agentskills.validate_agentskills(target), 1
+    return [p for f in folders for p in agentskills.validate_agentskills(f)], len(folders)
+
+
+def list_skills(vault_opt: VaultOption = None) -> None:
+    """One row per skill: name, label, kind, approach, version and description."""
+    loaded = vault(vault_opt)
+    table = Table(title=f"{len(loaded.skills)} skill(s) in {display_path(loaded.root)}")
+    for column in ("name", "label", "kind", "approach", "v", "description"):
+        table.add_column(column, overflow="fold")
+    for name in sorted(loaded.skills):
+        m = loaded.skills[name].manifest
+        approach = "-" if m.is_orchestrator else str(m.effective_approach)
+        table.add_row(name, m.display_label, m.kind, approach, str(m.version),
+                      one_line(m.description))
+    out.print(table)
+    if loaded.problems:
+        out.print(f"{len(loaded.problems)} problem(s) in this vault: run `skillq validate`",
+                  style="yellow")
+
+
+def show(name: str, vault_opt: VaultOption = None) -> None:
+    """A skill's manifest, inputs, outputs, steps, sub-skills, test cases and aggregates."""
+    loaded = vault(vault_opt)
+    skill = loaded.get(name)
+    m = skill.manifest
+    out.print(f"[bold]{m.display_label}[/] ({skill.name}) v{m.version} · {m.kind}"
+              + ("" if m.is_orchestrator else f" · approach {m.effective_approach}")
+              + f" · {skill.form} form")
+    out.print(one_line(m.description), markup=False)
+    out.print(f"folder: {display_path(skill.folder)}", markup=False)
+    facts = {"run": m.run.command if m.run else None,
+             "timeout/retries": f"{m.run.timeout:g}s / {m.run.retries}" if m.run else None,
+             "auth": ", ".join(m.auth) or None,
+             "requires": ", ".join([*m.requires.capabilities, *m.requires.software,
+                                    *([f"daemon {m.requires.daemon}"] if m.requires.daemon
+                                      else [])]) or None,
+             "cache": f"ttl {m.cache.ttl}s" if m.cache.enabled else None,
+             "model": m.model, "estimated": " · ".join(
+                 x for x in (m.estimated_cost, m.estimated_duration) if x) or None}
+    for key, value in facts.items():
+        if value:
+            out.print(f"{key}: {value}", markup=False)
+    _table("inputs", ("name", "type", "required", "default", "description"),
+           [(i.name, i.type, "yes" if i.required else "", repr(i.default) if i.has_default
+             else "", one_line(i.description)) for i in m.inputs])
+    _table("outputs", ("name", "type", "from", "description"),
+           [(o.name, o.type, o.from_ or "", one_line(o.description)) for o in m.outputs])
+    if m.steps:
+        deps = step_dependencies(m)
+        _table("steps", ("id", "skill", "after", "for_each", "on_failure"),
+               [(s.id, s.skill, ", ".join(deps[s.id]), "" if s.for_each is None
+                 else str(s.for_each), str(s.on_failure)) for s in m.steps])
+    if skill.sub_skills and skill.sub_skills.sub_skills:
+        _table("sub-skills", ("skill", "role"),
+               [(s.skill_id, s.role) for s in skill.sub_skills.sub_skills])
+    _show_benchmarks(skill)
+    problems = loaded.problems_in(skill.folder)
+    for problem in problems:
+        out.print(f"problem: {problem}", style="red", markup=False)
+
+
+def _show_benchmarks(skill: Skill) -> None:
+    bench = skill.benchmarks
+    if bench is None:
+        out.print("benchmarks: none (add test cases to benchmarks.json)")
+        return
+    _table("test cases", ("id", "name", "inputs", "expects"),
+           [(t.id, t.name, one_line(str(dict(t.inputs))),
+             "success" if t.expected.success else f"failure: {t.expected.error_contains or ''}")
+            for t in bench.tests])
+    agg = bench.aggregates
+    rate = "-" if agg.success_rate is None else f"{agg.success_rate:.0%}"
+    avg = "-" if agg.avg_duration_ms is None else f"{agg.avg_duration_ms:.0f} ms"
+    cost = "-" if agg.avg_cost_usd is None else f"${agg.avg_cost_usd:.4f}"
+    out.print(f"runs: {agg.total_runs} · success {rate} · avg {avg} · avg cost {cost} · "
+              f"last {agg.last_run or '-'}", markup=False)
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    if not rows:
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def catalog(
+    fmt: Annotated[CatalogFormat, typer.Option("--format", help="text: one `name: description` "
+                   "line per skill; xml: an <available_skills> block for a prompt.")
+                   ] = CatalogFormat.text,
+    vault_opt: VaultOption = None,
+) -> None:
+    """The progressive-disclosure listing: what a model sees before loading a skill."""
+    loaded = vault(vault_opt)
+    skills = [loaded.skills[n] for n in sorted(loaded.skills)]
+    if fmt is CatalogFormat.text:
+        for skill in skills:
+            out.print(f"{skill.name}: {one_line(skill.manifest.description)}", markup=False)
+        return
+    lines = ["<available_skills>"]
+    for skill in skills:
+        lines += ["<skill>", "<name>", html.escape(skill.name), "</name>", "<description>",
+                  html.escape(skill.manifest.description), "</description>", "<location>",
+                  str(skill.skill_md.resolve()), "</location>", "</skill>"]
+    lines.append("</available_skills>")
+    out.print("\n".join(lines), markup=False)

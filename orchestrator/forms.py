@@ -1,0 +1,106 @@
+"""Converting a skill between its on-disk forms.
+
+- agentskills: SKILL.md holds only the six Agent Skills fields, so the reference validator
+  and any Agent Skills client accept it; the execution fields go to skill.yaml beside it.
+- bot0: one SKILL.md with every field in its frontmatter, as the seed design writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared import agentskills
+from shared.atomic import write_json, write_text
+from shared.errors import ExportError
+from shared.manifest import SPEC_FIELDS, Manifest
+from shared.problems import display_path
+from shared.skill import SIDECAR, SUB_SKILLS, Skill
+from shared.skillfiles import SubSkillRef, SubSkills
+
+_MANIFEST_FILES = {"SKILL.md", "skill.md", SIDECAR}
+
+
+def manifest_fields(manifest: Manifest) -> dict[str, Any]:
+    """The fields as written (defaults left out), in the model's order, JSON-typed."""
+    return manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _spec_scalar(text: str) -> str:
+    # JSON strings are valid YAML double-quoted scalars. The reference validator splits
+    # SKILL.md on the first two '---' anywhere, so a '---' inside a value is escaped.
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted.replace("-", "\\x2d") if "---" in text else quoted
+
+
+def spec_frontmatter(fields: dict[str, Any]) -> str:
+    lines = []
+    for key in ("name", "description", "license", "compatibility", "allowed-tools"):
+        if fields.get(key) is not None:
+            lines.append(f"{key}: {_spec_scalar(str(fields[key]))}")
+    if fields.get("metadata"):
+        lines.append("metadata:")
+        lines += [f"  {_spec_scalar(str(k))}: {_spec_scalar(str(v))}"
+                  for k, v in fields["metadata"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                          width=100)
+
+
+def write_skill(skill: Skill, dest: Path, form: str) -> Path:
+    """Write ``skill`` into ``dest/<name>/`` in ``form``; never overwrites a folder."""
+    target = dest / skill.name
+    if target.exists():
+        raise ExportError(f"{display_path(target)} already exists; choose an empty OUT folder")
+    fields = manifest_fields(skill.manifest)
+    body = skill.body.strip("\n") + "\n"
+    staging = dest / f".{skill.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(skill.folder, staging,
+                    ignore=lambda _d, names: [n for n in names if n in _MANIFEST_FILES
+                                              or n == "__pycache__"])
+    if form == "agentskills":
+        write_text(staging / "SKILL.md", f"---\n{spec_frontmatter(fields)}---\n\n{body}")
+        execution = {k: v for k, v in fields.items() if k not in SPEC_FIELDS}
+        if execution:
+            write_text(staging / SIDECAR, _yaml(execution))
+    else:
+        ordered: dict[str, Any] = {k: fields[k] for k in ("name", "description") if k in fields}
+        ordered.update({k: v for k, v in fields.items() if k not in ordered})
+        write_text(staging / "SKILL.md", f"---\n{_yaml(ordered)}---\n\n{body}")
+    staging.rename(target)
+    if form == "agentskills":
+        problems = agentskills.validate_agentskills(target)
+        if problems:  # a bug in this module, not in the user's skill
+            raise ExportError("exported folder fails the Agent Skills rules:\n"
+                              + "\n".join(map(str, problems)))
+    return target
+
+
+def derived_sub_skills(skill: Skill, vault_skills: dict[str, Skill]) -> SubSkills:
+    """sub-skills.json for an orchestrator: one entry per skill its steps call, roles kept."""
+    roles = {s.skill_id: s.role for s in skill.sub_skills.sub_skills} if skill.sub_skills \
+        else {}
+    refs: list[SubSkillRef] = []
+    for step in skill.manifest.steps or ():
+        name = step.skill_name
+        if any(r.skill_id == name for r in refs):
+            continue
+        callee = vault_skills.get(name)
+        role = roles.get(name) or (callee.manifest.description.split(". ")[0].strip()
+                                   if callee else "")
+        refs.append(SubSkillRef(skill_id=name, role=role))
+    return SubSkills(sub_skills=tuple(refs))
+
+
+def write_sub_skills(skill: Skill, sub: SubSkills) -> Path:
+    path = skill.folder / SUB_SKILLS
+    write_json(path, sub.model_dump(mode="json"))
+    return path

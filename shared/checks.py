@@ -1,0 +1,198 @@
+"""Checks on one skill that need nothing but the skill itself."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+from shared.graph import cycle_text, find_cycle
+from shared.inputs import input_problems
+from shared.manifest import Approach
+from shared.problems import Problem
+from shared.refs import RefSyntaxError, Template, parse_template, walk_strings
+from shared.skill import BENCHMARKS, Skill
+from shared.stepgraph import step_dependencies
+from shared.valuetypes import type_error
+
+_SHELL = {"|", "||", "&&", ";", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>"}
+_SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php",
+                    ".R", ".jl", ".lua"}
+_NEEDS_RUN = {Approach.API, Approach.CODE, Approach.WEB, Approach.DOM0, Approach.CMD0}
+
+
+def check_skill(skill: Skill) -> list[Problem]:
+    problems: list[Problem] = []
+    problems.extend(_check_shape(skill))
+    problems.extend(_check_fields(skill))
+    if skill.manifest.run is not None:
+        problems.extend(check_command(skill))
+    if skill.manifest.steps is not None:
+        problems.extend(_check_steps(skill, problems))
+    problems.extend(_check_benchmarks(skill))
+    return problems
+
+
+def _dupes(names: list[str]) -> list[str]:
+    return [n for n, c in Counter(names).items() if c > 1]
+
+
+def _check_shape(skill: Skill) -> Iterator[Problem]:
+    m = skill.manifest
+    if m.run is not None and m.steps is not None:
+        yield skill.problem(("steps",), "a skill has either run (a script leaf) or steps (an "
+                            "orchestrator), not both; split it into two skills")
+    if m.steps is not None and not m.steps:
+        yield skill.problem(("steps",), "an orchestrator needs at least one step")
+    if m.run is None and m.steps is None and m.approach in _NEEDS_RUN:
+        yield skill.problem(("approach",), f"a {m.approach} skill needs run.command (the script "
+                            "to run) or steps; without them set approach: agent")
+    if m.cache.enabled and m.effective_approach is Approach.AGENT and m.steps is None:
+        yield skill.problem(("cache", "enabled"), "agent skills must not cache: their output "
+                            "depends on LLM reasoning; remove cache or set enabled: false")
+
+
+def _check_fields(skill: Skill) -> Iterator[Problem]:
+    m = skill.manifest
+    for key, names in (("inputs", [i.name for i in m.inputs]),
+                       ("outputs", [o.name for o in m.outputs]), ("auth", list(m.auth))):
+        for dup in _dupes(names):
+            idx = names.index(dup, names.index(dup) + 1)
+            yield skill.problem((key, idx), f"'{dup}' is declared twice; names must be unique")
+    for i, spec in enumerate(m.inputs):
+        if spec.has_default and spec.default is not None:
+            err = type_error(spec.default, spec.value_type)
+            if err:
+                yield skill.problem(("inputs", i, "default"), f"default does not fit type: {err}")
+        if spec.required and spec.has_default:
+            yield skill.problem(("inputs", i, "required"), "a required input cannot have a "
+                                "default; drop `required: true` or the default")
+    for i, out in enumerate(m.outputs):
+        if m.steps is None and out.from_ is not None:
+            yield skill.problem(("outputs", i, "from"), "only an orchestrator maps outputs from "
+                                "steps; a leaf's script produces its outputs, remove `from`")
+        if m.steps is not None and out.from_ is None:
+            yield skill.problem(("outputs", i), "an orchestrator output needs `from:` naming "
+                                "where it comes from, e.g. from: ${steps.ID.outputs.NAME}")
+
+
+def check_command(skill: Skill) -> Iterator[Problem]:
+    """run.command is argv (no shell) and must stay inside the skill folder."""
+    assert skill.manifest.run is not None
+    loc = ("run", "command")
+    try:
+        argv = shlex.split(skill.manifest.run.command)
+    except ValueError as exc:
+        yield skill.problem(loc, f"cannot be split into arguments ({exc}); balance the quotes")
+        return
+    if not argv:
+        yield skill.problem(loc, "is empty; name the program to run, e.g. python3 main.py")
+        return
+    for token in argv:
+        if token in _SHELL or token.startswith(("$(", "`")) or "`" in token:
+            yield skill.problem(loc, f"'{token}' is shell syntax, but run.command is not run by "
+                                "a shell; put the pipeline in a script and run that")
+            return
+    root = skill.folder.resolve()
+    for pos, token in enumerate(argv):
+        value = token.split("=", 1)[1] if token.startswith("-") and "=" in token else token
+        if "://" in value or value.startswith("-") or not value:
+            continue
+        path = PurePosixPath(value)
+        is_path = "/" in value or path.suffix in _SCRIPT_SUFFIXES
+        if not is_path:
+            continue
+        if path.is_absolute():
+            what = "the program by name (found on PATH)" if pos == 0 else "a path in the folder"
+            yield skill.problem(loc, f"'{value}' is an absolute path, outside the skill folder; "
+                                f"use {what}")
+            continue
+        target = (root / value).resolve()
+        if not target.is_relative_to(root):
+            yield skill.problem(loc, f"'{value}' reaches outside the skill folder; a skill may "
+                                "only run files it contains (copy the file in)")
+        elif not target.exists():
+            yield skill.problem(loc, f"'{value}' does not exist in {Path(skill.folder.name)}/; "
+                                "add the file or fix the name")
+
+
+def _check_steps(skill: Skill, problems: list[Problem]) -> Iterator[Problem]:
+    steps = skill.manifest.steps or ()
+    ids = [s.id for s in steps]
+    for dup in _dupes(ids):
+        yield skill.problem(("steps", ids.index(dup, ids.index(dup) + 1), "id"),
+                            f"step id '{dup}' is used twice; step ids must be unique")
+    known = set(ids)
+    inputs = {i.name for i in skill.manifest.inputs}
+    for i, step in enumerate(steps):
+        for j, need in enumerate(step.needs):
+            if need not in known:
+                yield skill.problem(("steps", i, "needs", j), f"no step '{need}' in this skill")
+        fields = (("for_each",), step.for_each), (("with",), dict(step.with_))
+        for prefix, value in fields:
+            for loc, template in _templates(problems, skill, ("steps", i, *prefix), value):
+                for ref in template.refs:
+                    where = ("steps", i, *prefix, *loc)
+                    if ref.kind == "item" and (step.for_each is None or prefix == ("for_each",)):
+                        yield skill.problem(where, f"{ref} is only defined inside a step with "
+                                            "for_each (it is the current element)")
+                    elif ref.kind == "input" and ref.name not in inputs:
+                        yield skill.problem(where, f"{ref}: this skill has no input "
+                                            f"'{ref.name}'; declare it under inputs")
+                    elif ref.kind == "step" and ref.name not in known:
+                        yield skill.problem(where, f"{ref}: no step '{ref.name}' in this skill")
+            if isinstance(value, str) and "${" not in value and prefix == ("for_each",):
+                yield skill.problem(("steps", i, "for_each"), "for_each needs a list: a YAML "
+                                    "list or a reference to one such as ${inputs.urls}")
+    for i, out in enumerate(skill.manifest.outputs):
+        if out.from_ is None:
+            continue
+        for _, template in _templates(problems, skill, ("outputs", i, "from"), out.from_):
+            for ref in template.refs:
+                if ref.kind == "item":
+                    yield skill.problem(("outputs", i, "from"), f"{ref} is not defined here")
+                elif ref.kind == "input" and ref.name not in inputs:
+                    yield skill.problem(("outputs", i, "from"), f"{ref}: no input '{ref.name}'")
+                elif ref.kind == "step" and ref.name not in known:
+                    yield skill.problem(("outputs", i, "from"), f"{ref}: no step '{ref.name}'")
+    cycle = find_cycle(step_dependencies(skill.manifest))
+    if cycle:
+        first = ids.index(cycle[0])
+        yield skill.problem(("steps", first), f"steps depend on each other in a cycle: "
+                            f"{cycle_text(cycle)}; break it")
+
+
+def _templates(problems: list[Problem], skill: Skill, loc: tuple[str | int, ...],
+               value: object) -> Iterator[tuple[tuple[str | int, ...], Template]]:
+    """Each string of ``value`` holding references, parsed; a malformed one becomes a problem."""
+    for sub, text in walk_strings(value):
+        if "${" not in text:
+            continue
+        try:
+            yield sub, parse_template(text)
+        except RefSyntaxError as exc:
+            problems.append(skill.problem((*loc, *sub), str(exc)))
+
+
+def _check_benchmarks(skill: Skill) -> Iterator[Problem]:
+    bench = skill.benchmarks
+    if bench is None:
+        return
+    if bench.skill != skill.name:
+        yield skill.file_problem(BENCHMARKS, "skill", f"is '{bench.skill}' but the skill is "
+                                 f"named '{skill.name}'; make them equal")
+    ids = [t.id for t in bench.tests]
+    for dup in _dupes(ids):
+        yield skill.file_problem(BENCHMARKS, f"tests[{ids.index(dup, ids.index(dup) + 1)}].id",
+                                 f"test id '{dup}' is used twice")
+    outputs = {o.name for o in skill.manifest.outputs}
+    for i, test in enumerate(bench.tests):
+        for field, msg in input_problems(skill.manifest, dict(test.inputs)):
+            yield skill.file_problem(BENCHMARKS, f"tests[{i}].inputs{field}", msg)
+        for key in test.expected.output_values:
+            if key not in outputs:
+                yield skill.file_problem(BENCHMARKS, f"tests[{i}].expected.{key}",
+                                         f"'{key}' is not an output of {skill.name}; expected "
+                                         "takes success, output_contains, error_contains, "
+                                         "max_duration_ms or an output name")

@@ -1,0 +1,113 @@
+"""Run inputs: from the command line or a JSON file, checked against the declared inputs.
+
+Bad inputs are refused before anything is dispatched, each problem naming the input
+and the fix; nothing is half-started.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.errors import InputError
+from shared.manifest import Manifest
+from shared.problems import Problem, display_path
+from shared.valuetypes import from_text, type_error
+
+
+def input_problems(manifest: Manifest, given: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(".name", message) for every given input that does not fit, and every missing one."""
+    out: list[tuple[str, str]] = []
+    declared = [i.name for i in manifest.inputs]
+    for key, value in given.items():
+        spec = manifest.input(key)
+        if spec is None:
+            close = difflib.get_close_matches(key, declared, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else \
+                f"{manifest.name} takes: {', '.join(declared) or 'no inputs'}"
+            out.append((f".{key}", f"unknown input; {hint}"))
+            continue
+        err = type_error(value, spec.value_type)
+        if err and not (value is None and not spec.required):
+            out.append((f".{key}", err))
+    for spec in manifest.inputs:
+        if spec.required and spec.name not in given:
+            out.append((f".{spec.name}", f"required input is missing ({spec.type}): "
+                        f"give it with --input {spec.name}=VALUE"))
+    return out
+
+
+def with_defaults(manifest: Manifest, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs a skill's script receives: what was given, then declared defaults."""
+    values = dict(given)
+    for spec in manifest.inputs:
+        if spec.name not in values and spec.has_default:
+            values[spec.name] = spec.default
+    return values
+
+
+def resolve_inputs(manifest: Manifest, given: Mapping[str, Any], *, origin: str = "inputs"
+                   ) -> dict[str, Any]:
+    """Checked inputs with defaults applied; InputError listing every problem otherwise."""
+    problems = [Problem(origin, f"{manifest.name}{field}", msg)
+                for field, msg in input_problems(manifest, given)]
+    if problems:
+        raise InputError(problems)
+    return with_defaults(manifest, given)
+
+
+def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path | None = None
+                     ) -> dict[str, Any]:
+    """``--input k=v`` pairs (typed by the declared inputs) over an ``--inputs-file`` JSON.
+
+    Repeating ``--input k=...`` for an array input appends to it.
+    """
+    problems: list[Problem] = []
+    given: dict[str, Any] = {}
+    if inputs_file is not None:
+        given.update(_read_inputs_file(inputs_file, problems))
+    from_cli: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            problems.append(Problem("--input", pair, "write --input NAME=VALUE"))
+            continue
+        spec = manifest.input(key)
+        if spec is None:
+            from_cli[key] = text  # reported as unknown by resolve_inputs
+            continue
+        try:
+            value = from_text(text, spec.value_type)
+        except ValueError as exc:
+            problems.append(Problem("--input", key, f"{exc} (declared type {spec.type})"))
+            continue
+        if key in from_cli and spec.value_type.is_array:
+            from_cli[key] = [*from_cli[key], *value]
+        elif key in from_cli:
+            problems.append(Problem("--input", key, "given twice; give it once"))
+        else:
+            from_cli[key] = value
+    if problems:
+        raise InputError(problems)
+    given.update(from_cli)
+    return resolve_inputs(manifest, given, origin="--input")
+
+
+def _read_inputs_file(path: Path, problems: list[Problem]) -> dict[str, Any]:
+    shown = display_path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        problems.append(Problem(shown, "(file)", "does not exist"))
+        return {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(Problem(shown, "(file)", f"is not a UTF-8 JSON file: {exc}"))
+        return {}
+    if not isinstance(data, dict):
+        problems.append(Problem(shown, "(file)", "must hold one JSON object of input values"))
+        return {}
+    return data

@@ -1,0 +1,187 @@
+"""The skill manifest: SKILL.md frontmatter (and skill.yaml) as frozen, typed data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+)
+
+from shared.valuetypes import ValueType, parse_type
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+STEP_ID = r"[A-Za-z_][A-Za-z0-9_-]*"
+SKILL_REF = re.compile(r"(?P<name>[^@\s]+)(@(?P<version>[1-9][0-9]*))?\Z")
+
+# Fields of the Agent Skills specification; everything else is an execution field.
+SPEC_FIELDS = frozenset({"name", "description", "license", "compatibility", "metadata",
+                         "allowed-tools"})
+
+
+class Approach(StrEnum):
+    """The bot0 cost hierarchy, cheapest first; it picks the queue a step runs on."""
+
+    API = "api"
+    CODE = "code"
+    WEB = "web"
+    DOM0 = "dom0"
+    CMD0 = "cmd0"
+    AGENT = "agent"
+
+
+class OnFailure(StrEnum):
+    ABORT = "abort"
+    SKIP = "skip"
+    CONTINUE = "continue"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def _text(value: Any) -> Any:
+    # Cost and duration are labels for people ("$0.00", "5s"); a bare number is fine too.
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+Label = Annotated[str, BeforeValidator(_text)]
+Ident = Annotated[str, Field(pattern=rf"^{IDENT}$")]
+
+
+class _Typed(Frozen):
+    name: Ident
+    type: str
+    description: str = ""
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        parse_type(value)
+        return value
+
+    @property
+    def value_type(self) -> ValueType:
+        return parse_type(self.type)
+
+
+class InputSpec(_Typed):
+    required: StrictBool = False
+    default: Any = None
+
+    @property
+    def has_default(self) -> bool:
+        return "default" in self.model_fields_set
+
+
+class OutputSpec(_Typed):
+    from_: str | None = Field(default=None, alias="from")
+
+
+class RunSpec(Frozen):
+    command: str = Field(min_length=1)
+    timeout: float = Field(default=300, gt=0, description="seconds")
+    retries: StrictInt = Field(default=3, ge=0, le=20)
+
+
+class Requires(Frozen):
+    capabilities: tuple[str, ...] = ()
+    software: tuple[str, ...] = ()
+    daemon: str | None = None
+
+
+class CacheSpec(Frozen):
+    enabled: StrictBool = False
+    ttl: StrictInt = Field(default=3600, gt=0, description="seconds")
+
+
+class Step(Frozen):
+    id: Annotated[str, Field(pattern=rf"^{STEP_ID}$")]
+    skill: str
+    for_each: Any = None
+    with_: Mapping[str, Any] = Field(default_factory=dict, alias="with")
+    on_failure: OnFailure = OnFailure.ABORT
+    needs: tuple[str, ...] = ()
+
+    @field_validator("skill")
+    @classmethod
+    def _skill_ref(cls, value: str) -> str:
+        if not SKILL_REF.match(value):
+            raise ValueError(f"'{value}' is not a skill reference; write NAME or NAME@VERSION")
+        return value
+
+    @property
+    def skill_name(self) -> str:
+        match = SKILL_REF.match(self.skill)
+        return match["name"] if match else self.skill
+
+    @property
+    def skill_version(self) -> int | None:
+        match = SKILL_REF.match(self.skill)
+        return int(match["version"]) if match and match["version"] else None
+
+
+class Manifest(Frozen):
+    # Agent Skills specification fields.
+    name: str
+    description: str
+    license: str | None = None
+    compatibility: str | None = None
+    metadata: Mapping[str, str] = Field(default_factory=dict)
+    allowed_tools: str | None = Field(default=None, alias="allowed-tools")
+    # Execution fields (the bot0 design).
+    version: StrictInt = Field(default=1, ge=1)
+    label: str | None = None
+    inputs: tuple[InputSpec, ...] = ()
+    outputs: tuple[OutputSpec, ...] = ()
+    approach: Approach | None = None
+    run: RunSpec | None = None
+    steps: tuple[Step, ...] | None = None
+    auth: tuple[Annotated[str, Field(pattern=rf"^{IDENT}$")], ...] = ()
+    requires: Requires = Requires()
+    tools_used: tuple[str, ...] = ()
+    model: str | None = None
+    model_override: StrictBool = False
+    estimated_cost: Label | None = None
+    estimated_duration: Label | None = None
+    cache: CacheSpec = CacheSpec()
+
+    @property
+    def is_orchestrator(self) -> bool:
+        return self.steps is not None
+
+    @property
+    def effective_approach(self) -> Approach:
+        """The queue class of a leaf: as declared, else code for a script, else agent."""
+        if self.approach is not None:
+            return self.approach
+        return Approach.CODE if self.run is not None else Approach.AGENT
+
+    @property
+    def kind(self) -> str:
+        if self.is_orchestrator:
+            return "orchestrator"
+        return "script" if self.run is not None else "instructions"
+
+    @property
+    def display_label(self) -> str:
+        return self.label or self.name.replace("-", " ").title()
+
+    def input(self, name: str) -> InputSpec | None:
+        return next((i for i in self.inputs if i.name == name), None)
+
+    def output(self, name: str) -> OutputSpec | None:
+        return next((o for o in self.outputs if o.name == name), None)
+
+
+EXECUTION_FIELDS = frozenset(
+    (f.alias or name) for name, f in Manifest.model_fields.items()) - SPEC_FIELDS

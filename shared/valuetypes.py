@@ -1,0 +1,127 @@
+"""The value types a skill's inputs and outputs declare: string, number, integer,
+boolean, object, and arrays of any of them written ``T[]``."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+BASE_TYPES = ("string", "number", "integer", "boolean", "object")
+TYPE_HELP = "use string, number, integer, boolean, object, or an array such as string[]"
+
+
+@dataclass(frozen=True, slots=True)
+class ValueType:
+    base: str
+    depth: int = 0  # how many [] follow the base: string[][] has depth 2
+
+    def __str__(self) -> str:
+        return self.base + "[]" * self.depth
+
+    @property
+    def is_array(self) -> bool:
+        return self.depth > 0
+
+    def element(self) -> ValueType:
+        return ValueType(self.base, self.depth - 1)
+
+    def array(self) -> ValueType:
+        return ValueType(self.base, self.depth + 1)
+
+
+def parse_type(text: str) -> ValueType:
+    """``"string[]"`` -> ValueType("string", 1); ValueError with a fix otherwise."""
+    base, depth = text.strip(), 0
+    while base.endswith("[]"):
+        base, depth = base[:-2].rstrip(), depth + 1
+    if base not in BASE_TYPES:
+        close = difflib.get_close_matches(base, BASE_TYPES, n=1)
+        hint = f"did you mean '{close[0]}{'[]' * depth}'? " if close else ""
+        raise ValueError(f"unknown type '{text}'; {hint}{TYPE_HELP}")
+    return ValueType(base, depth)
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def type_error(value: Any, vtype: ValueType) -> str | None:
+    """Why ``value`` is not a ``vtype``, or None when it is."""
+    if vtype.is_array:
+        if not isinstance(value, list):
+            return f"expected {vtype} (a JSON list), got {_describe(value)}"
+        inner = vtype.element()
+        for i, item in enumerate(value):
+            err = type_error(item, inner)
+            if err:
+                return f"item {i}: {err}"
+        return None
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool)
+        and math.isfinite(value),
+        "boolean": isinstance(value, bool),
+        "object": isinstance(value, dict),
+    }[vtype.base]
+    return None if ok else f"expected {vtype}, got {_describe(value)}"
+
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+def from_text(text: str, vtype: ValueType) -> Any:
+    """Turn command-line text into a value of ``vtype`` (ValueError says why not).
+
+    Arrays and objects are JSON; an array given a non-JSON text gets it as its one
+    item, so ``--input repos=. --input repos=../other`` reads naturally.
+    """
+    if vtype.is_array or vtype.base == "object":
+        if text.lstrip().startswith(("[", "{")):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+            err = type_error(value, vtype)
+            if err:
+                raise ValueError(err)
+            return value
+        if vtype.is_array:
+            return [from_text(text, vtype.element())]
+        raise ValueError(f"expected a JSON object such as '{{\"key\": \"value\"}}', got {text!r}")
+    if vtype.base == "string":
+        return text
+    if vtype.base == "boolean":
+        low = text.strip().lower()
+        if low in _TRUE or low in _FALSE:
+            return low in _TRUE
+        raise ValueError(f"expected true or false, got {text!r}")
+    try:
+        return int(text) if vtype.base == "integer" else _number(text)
+    except ValueError:
+        raise ValueError(f"expected {vtype.base}, got {text!r}") from None
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() \
+        else value
+
+
+def compatible(source: ValueType, target: ValueType) -> bool:
+    """Whether a value typed ``source`` may be passed where ``target`` is declared.
+
+    integer and number mix freely (a step passing 7 to a number input is fine);
+    strings, booleans, objects and array depth must agree.
+    """
+    if source.depth != target.depth:
+        return False
+    numeric = {"integer", "number"}
+    return source.base == target.base or (source.base in numeric and target.base in numeric)

@@ -1,0 +1,141 @@
+"""YAML for skill files: one mapping, YAML 1.2 core typing, no duplicate keys, lines kept.
+
+PyYAML resolves scalars by YAML 1.1 (``no`` is false, ``2024-01-01`` a date, ``0o7``
+and ``1:30`` numbers), which silently changes what users wrote. Skill files are read
+with the YAML 1.2 core schema instead: only true/false are booleans, only null/~/empty
+is null, only plain decimal digits are numbers; everything else stays the text written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+Loc = tuple[str | int, ...]
+
+_INT = re.compile(r"[-+]?[0-9]+\Z")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")
+_INF = re.compile(r"[-+]?\.(inf|Inf|INF)\Z")
+_NAN = re.compile(r"\.(nan|NaN|NAN)\Z")
+_STD_TAG = "tag:yaml.org,2002:"
+_PLAIN_TAGS = frozenset(_STD_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class YamlProblem(Exception):
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass
+class Parsed:
+    """A YAML mapping with the 1-based source line of every key and list item."""
+
+    data: dict[str, Any]
+    lines: dict[Loc, int] = field(default_factory=dict)
+
+    def line(self, loc: Loc) -> int | None:
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return None
+
+
+def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str] = frozenset()
+                 ) -> Parsed:
+    """Parse ``text`` that must hold one YAML mapping.
+
+    ``raw_text_keys`` are top-level keys whose scalars are kept as the text written
+    (and, for a mapping value, each of its scalars): Agent Skills fields are strings
+    by specification, so ``description: yes`` means the word yes.
+    """
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + first_line if mark is not None else None
+        raise YamlProblem(f"invalid YAML: {exc.problem or exc}", line) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem(f"invalid YAML: {exc}") from None
+    if node is None:
+        return Parsed({})
+    if not isinstance(node, yaml.MappingNode):
+        raise YamlProblem("must be a YAML mapping of `field: value` lines, not a "
+                          f"{_kind(node)}", node.start_mark.line + first_line)
+    parsed = Parsed({})
+    builder = _Builder(parsed.lines, first_line)
+    for key, value in builder.pairs(node, ()):
+        raw = key in raw_text_keys
+        parsed.data[key] = builder.build(value, (key,), raw=raw)
+    return parsed
+
+
+def _kind(node: yaml.Node) -> str:
+    return "list" if isinstance(node, yaml.SequenceNode) else "single value"
+
+
+class _Builder:
+    def __init__(self, lines: dict[Loc, int], first_line: int) -> None:
+        self.lines = lines
+        self.first = first_line
+
+    def pairs(self, node: yaml.MappingNode, loc: Loc) -> Iterator[tuple[str, yaml.Node]]:
+        seen: set[str] = set()
+        for key_node, value in node.value:
+            line = key_node.start_mark.line + self.first
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise YamlProblem("a mapping key must be a plain name", line)
+            key = str(key_node.value)
+            if key in seen:
+                where = ".".join(str(p) for p in (*loc, key))
+                raise YamlProblem(f"duplicate key '{where}': keep one of them", line)
+            seen.add(key)
+            self.lines[(*loc, key)] = line
+            yield key, value
+
+    def build(self, node: yaml.Node, loc: Loc, *, raw: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return {k: self.build(v, (*loc, k), raw=raw) for k, v in self.pairs(node, loc)}
+        if isinstance(node, yaml.SequenceNode):
+            out = []
+            for i, item in enumerate(node.value):
+                self.lines[(*loc, i)] = item.start_mark.line + self.first
+                out.append(self.build(item, (*loc, i), raw=raw))
+            return out
+        return self.scalar(node, raw=raw)
+
+    def scalar(self, node: yaml.Node, *, raw: bool) -> Any:
+        text = str(node.value)
+        tag = str(node.tag)
+        if tag not in _PLAIN_TAGS:
+            raise YamlProblem(f"YAML tag '{tag}' is not supported: remove it",
+                              node.start_mark.line + self.first)
+        if raw or getattr(node, "style", None) or tag == _STD_TAG + "str":
+            return text
+        return core_scalar(text)
+
+
+def core_scalar(text: str) -> Any:
+    """Type a plain scalar by the YAML 1.2 core schema."""
+    if text in ("", "~", "null", "Null", "NULL"):
+        return None
+    if text in ("true", "True", "TRUE"):
+        return True
+    if text in ("false", "False", "FALSE"):
+        return False
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    if _INF.match(text):
+        return float("-inf") if text.startswith("-") else float("inf")
+    if _NAN.match(text):
+        return float("nan")
+    return text
