@@ -51,7 +51,10 @@ def _kind(value: object) -> str:
         return "must be a single text value, not a list"
     if isinstance(value, dict):
         return "must be a single text value, not a mapping"
-    return "is empty"
+    if value is None or isinstance(value, str):
+        return "is empty"
+    # strictyaml only yields text, lists and maps; the main validator's YAML loader types more.
+    return f"must be text, not {type(value).__name__} {value!r} (quote it in YAML)"
 
 
 def suggest_name(text: str | None) -> str:
@@ -96,10 +99,10 @@ def name_problems(name: object, folder_name: str | None) -> list[str]:
             )
         else:
             # Offer renaming the folder only when the name itself is a valid one.
-            fix = f"rename the folder to '{name}' or " if not problems else ""
+            rename = f"rename the folder to '{name}' or " if not problems else ""
             problems.append(
                 f"name '{name}' does not match its folder '{folder_name}'; "
-                f"{fix}set name: {suggest_name(folder_name)}"
+                f"{rename}set name: {suggest_name(folder_name)}"
             )
     return problems
 
@@ -288,7 +291,9 @@ def validate_agentskills(folder: Path) -> list[Problem]:
     """Every problem in a skill folder; [] exactly when `agentskills validate` exits 0."""
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
-        return [Problem(str(folder), "file", f"skill folder {what}; pass a folder with SKILL.md")]
+        return [
+            Problem(str(folder), "file", f"skill folder {what}; pass a folder with a SKILL.md file")
+        ]
     skill_md = find_skill_md(folder)
     if skill_md is None:
         return [
