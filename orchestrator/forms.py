@@ -63,9 +63,11 @@ def write_skill(skill: Skill, dest: Path, form: str) -> Path:
     body = skill.body.strip("\n") + "\n"
     staging = dest / f".{skill.name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
+    top = str(skill.folder)
+    # Only the top-level manifest files are rewritten; a bundled assets/**/SKILL.md stays.
     shutil.copytree(skill.folder, staging,
-                    ignore=lambda _d, names: [n for n in names if n in _MANIFEST_FILES
-                                              or n == "__pycache__"])
+                    ignore=lambda d, names: [n for n in names if n == "__pycache__"
+                                             or (d == top and n in _MANIFEST_FILES)])
     if form == "agentskills":
         write_text(staging / "SKILL.md", f"---\n{spec_frontmatter(fields)}---\n\n{body}")
         execution = {k: v for k, v in fields.items() if k not in SPEC_FIELDS}

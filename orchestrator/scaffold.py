@@ -81,8 +81,9 @@ def new_skill(vault_root: Path, name: str, *, calls: list[Skill]) -> Path:
     if calls:
         inputs, steps = _wire(calls)
         front.update(inputs=inputs, outputs=[], steps=steps)
+        unique = {c.name: c for c in calls}.values()
         sub = [{"skill_id": c.name, "role": c.manifest.description.split(". ")[0]}
-               for c in calls]
+               for c in unique]
         body = (f"# {name}\n\nAn orchestrator: its steps call "
                 + ", ".join(f"`{c.name}`" for c in calls) + ".\n")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from shared.skill import BENCHMARKS, Skill
 from shared.stepgraph import step_dependencies
 from shared.valuetypes import type_error
 
-_SHELL = {"|", "||", "&&", ";", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>"}
+_ENV_VAR = re.compile(r"\$(\{|[A-Za-z_])")
 _SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php",
                     ".R", ".jl", ".lua"}
 _NEEDS_RUN = {Approach.API, Approach.CODE, Approach.WEB, Approach.DOM0, Approach.CMD0}
@@ -45,9 +46,10 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
                             "orchestrator), not both; split it into two skills")
     if m.steps is not None and not m.steps:
         yield skill.problem(("steps",), "an orchestrator needs at least one step")
-    if m.run is None and m.steps is None and m.approach in _NEEDS_RUN:
-        yield skill.problem(("approach",), f"a {m.approach} skill needs run.command (the script "
-                            "to run) or steps; without them set approach: agent")
+    if m.run is None and m.steps is None and m.approach in _NEEDS_RUN and \
+            not skill.repaired & {"run", "steps"}:
+        yield skill.problem(("approach",), f"approach {m.approach} needs run.command (the "
+                            "script to run) or steps; without them set approach: agent")
     if m.cache.enabled and m.effective_approach is Approach.AGENT and m.steps is None:
         yield skill.problem(("cache", "enabled"), "agent skills must not cache: their output "
                             "depends on LLM reasoning; remove cache or set enabled: false")
@@ -69,7 +71,7 @@ def _check_fields(skill: Skill) -> Iterator[Problem]:
             yield skill.problem(("inputs", i, "required"), "a required input cannot have a "
                                 "default; drop `required: true` or the default")
     for i, out in enumerate(m.outputs):
-        if m.steps is None and out.from_ is not None:
+        if m.steps is None and out.from_ is not None and "steps" not in skill.repaired:
             yield skill.problem(("outputs", i, "from"), "only an orchestrator maps outputs from "
                                 "steps; a leaf's script produces its outputs, remove `from`")
         if m.steps is not None and out.from_ is None:
@@ -81,19 +83,29 @@ def check_command(skill: Skill) -> Iterator[Problem]:
     """run.command is argv (no shell) and must stay inside the skill folder."""
     assert skill.manifest.run is not None
     loc = ("run", "command")
+    command = skill.manifest.run.command
     try:
-        argv = shlex.split(skill.manifest.run.command)
+        argv = shlex.split(command)
+        # punctuation_chars splits `main.py|wc` into main.py, |, wc: operators glued to
+        # words are still shell syntax.
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        operators = [t for t in lexer if t and set(t) <= set("|&;<>()")]
     except ValueError as exc:
         yield skill.problem(loc, f"cannot be split into arguments ({exc}); balance the quotes")
         return
     if not argv:
         yield skill.problem(loc, "is empty; name the program to run, e.g. python3 main.py")
         return
-    for token in argv:
-        if token in _SHELL or token.startswith(("$(", "`")) or "`" in token:
-            yield skill.problem(loc, f"'{token}' is shell syntax, but run.command is not run by "
-                                "a shell; put the pipeline in a script and run that")
-            return
+    if operators or "`" in command or "$(" in command:
+        shown = operators[0] if operators else ("`" if "`" in command else "$(")
+        yield skill.problem(loc, f"'{shown}' is shell syntax, but run.command is not run by a "
+                            "shell; put the pipeline in a script and run that")
+        return
+    if _ENV_VAR.search(command):
+        yield skill.problem(loc, "environment variables are not expanded (no shell runs the "
+                            "command); read them inside the script")
+        return
     root = skill.folder.resolve()
     for pos, token in enumerate(argv):
         value = token.split("=", 1)[1] if token.startswith("-") and "=" in token else token
@@ -156,7 +168,7 @@ def _check_steps(skill: Skill, problems: list[Problem]) -> Iterator[Problem]:
                     yield skill.problem(("outputs", i, "from"), f"{ref}: no input '{ref.name}'")
                 elif ref.kind == "step" and ref.name not in known:
                     yield skill.problem(("outputs", i, "from"), f"{ref}: no step '{ref.name}'")
-    cycle = find_cycle(step_dependencies(skill.manifest))
+    cycle = None if _dupes(ids) else find_cycle(step_dependencies(skill.manifest))
     if cycle:
         first = ids.index(cycle[0])
         yield skill.problem(("steps", first), f"steps depend on each other in a cycle: "

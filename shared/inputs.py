@@ -44,7 +44,8 @@ def with_defaults(manifest: Manifest, given: Mapping[str, Any]) -> dict[str, Any
     """The inputs a skill's script receives: what was given, then declared defaults."""
     values = dict(given)
     for spec in manifest.inputs:
-        if spec.name not in values and spec.has_default:
+        # null for an optional input means "not given": the default applies.
+        if values.get(spec.name) is None and spec.has_default and not spec.required:
             values[spec.name] = spec.default
     return values
 
@@ -103,6 +104,9 @@ def _read_inputs_file(path: Path, problems: list[Problem]) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         problems.append(Problem(shown, "(file)", "does not exist"))
+        return {}
+    except OSError as exc:
+        problems.append(Problem(shown, "(file)", f"cannot be read: {exc.strerror or exc}"))
         return {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         problems.append(Problem(shown, "(file)", f"is not a UTF-8 JSON file: {exc}"))

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from shared.graph import cycle_text, find_cycle
-from shared.manifest import Step
+from shared.manifest import InputSpec, Step
 from shared.problems import Problem
 from shared.refs import Ref, RefSyntaxError, parse_template
 from shared.skill import SUB_SKILLS, Skill
@@ -95,7 +95,10 @@ def check_pipeline(owner: Skill, skills: Skills, broken: set[str]) -> Iterator[P
 
 def _check_call(owner: Skill, i: int, step: Step, callee: Skill, skills: Skills
                 ) -> Iterator[Problem]:
-    declared = {spec.name: spec for spec in callee.manifest.inputs}
+    declared: dict[str, InputSpec] = {}
+    for declared_input in callee.manifest.inputs:
+        # the first of duplicates, as Manifest.input does
+        declared.setdefault(declared_input.name, declared_input)
     for key, value in step.with_.items():
         loc = ("steps", i, "with", key)
         spec = declared.get(key)
@@ -106,7 +109,8 @@ def _check_call(owner: Skill, i: int, step: Step, callee: Skill, skills: Skills
             yield owner.problem(loc, f"'{callee.name}' has no input '{key}'; {hint}")
             continue
         got = value_type(value, owner, step, skills)
-        if got is not None and not compatible(got, spec.value_type):
+        if got is not None and "inputs" not in callee.repaired and \
+                not compatible(got, spec.value_type):
             yield owner.problem(loc, f"passes {got} but '{callee.name}' declares input "
                                 f"'{key}' as {spec.type}")
         yield from _check_output_refs(owner, loc, value, skills)
@@ -168,6 +172,9 @@ def check_sub_skills_file(skill: Skill, skills: Skills, broken: set[str]) -> Ite
             yield skill.file_problem(SUB_SKILLS, "sub_skills", f"misses '{name}', which a step "
                                      f"calls; {fix}")
     for j, name in enumerate(listed):
+        if name in listed[:j]:
+            yield skill.file_problem(SUB_SKILLS, f"sub_skills[{j}]", f"lists '{name}' twice; "
+                                     "keep one entry")
         if name not in called:
             yield skill.file_problem(SUB_SKILLS, f"sub_skills[{j}]", f"lists '{name}', which "
                                      f"no step calls; {fix}")
@@ -183,17 +190,20 @@ def sub_skill_edges(skills: Skills) -> dict[str, set[str]]:
     return edges
 
 
-def check_sub_skill_cycles(skills: Skills) -> Iterator[Problem]:
+def check_sub_skill_cycles(skills: Skills) -> Iterator[tuple[Problem, frozenset[str]]]:
+    """Each cycle of skills using each other: the problem and the skills on it."""
     edges = {k: set(v) for k, v in sub_skill_edges(skills).items()}
     for _ in range(len(edges)):
         cycle = find_cycle(edges)
         if cycle is None:
             return
         owner = skills[cycle[0]]
+        members = frozenset(cycle)
         if owner.manifest.steps:
             yield owner.problem(("steps",), f"sub-skills call each other in a cycle: "
-                                f"{cycle_text(cycle)}; a skill cannot (indirectly) call itself")
+                                f"{cycle_text(cycle)}; a skill cannot (indirectly) call "
+                                "itself"), members
         else:
             yield owner.file_problem(SUB_SKILLS, "sub_skills", f"sub-skills form a cycle: "
-                                     f"{cycle_text(cycle)}")
+                                     f"{cycle_text(cycle)}"), members
         edges[cycle[-2]].discard(cycle[-1])  # break it and look for the next one

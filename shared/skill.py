@@ -51,6 +51,8 @@ class Skill:
     locator: Locator
     benchmarks: Benchmarks | None = None
     sub_skills: SubSkills | None = None
+    # Top-level fields that were invalid and left out, so later checks do not echo them.
+    repaired: frozenset[str] = frozenset()
 
     def problem(self, loc: Loc, message: str) -> Problem:
         return self.locator.problem(loc, message)
@@ -108,9 +110,10 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
     if sidecar.is_file():
         form = SkillForm.AGENTSKILLS
         side = _load_sidecar(sidecar, front, problems)
-        if side is not None:
-            locator.add(sidecar, side)
-            data.update({k: v for k, v in side.data.items() if k not in SPEC_FIELDS})
+        if side is None:  # half a manifest would blame every caller of this skill
+            return None, problems
+        locator.add(sidecar, side)
+        data.update({k: v for k, v in side.data.items() if k not in SPEC_FIELDS})
 
     for key in [k for k in data if k not in _ALL_FIELDS]:
         close = difflib.get_close_matches(key, _ALL_FIELDS, n=1)
@@ -126,41 +129,59 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
             arg: Any = (data[key], folder.name) if key == "name" else (data[key],)
             problems.extend(locator.problem((key,), msg) for msg in check(*arg))
 
+    repaired: frozenset[str] = frozenset()
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
         problems.extend(problems_from(exc, Manifest, locator.problem))
-        repaired = _without_bad_optional_fields(data, exc)
-        if repaired is None:
+        found = _repaired(data, exc, folder.name)
+        if found is None:
             return None, _dedupe(problems)
-        manifest = repaired
+        manifest, repaired = found
 
     skill = Skill(name=manifest.name, folder=folder, manifest=manifest, body=body, form=form,
-                  skill_md=skill_md, locator=locator,
+                  skill_md=skill_md, locator=locator, repaired=repaired,
                   benchmarks=_load_json(folder / BENCHMARKS, Benchmarks, problems),
                   sub_skills=_load_json(folder / SUB_SKILLS, SubSkills, problems))
     return skill, _dedupe(problems)
 
 
-def _without_bad_optional_fields(data: dict[str, Any], exc: ValidationError
-                                 ) -> Manifest | None:
-    """The manifest with each failing optional field dropped, so the remaining checks
-    (steps, command, references) still run and one pass reports every problem."""
+def _repaired(data: dict[str, Any], exc: ValidationError, folder_name: str
+              ) -> tuple[Manifest, frozenset[str]] | None:
+    """The manifest with each failing field dropped (or, when required, set to a neutral
+    value), so the remaining checks still run and one pass reports every problem.
+
+    Returns the manifest and the top-level fields it had to touch, so checks that would
+    only echo the same mistake can stay quiet.
+    """
+    neutral = {"type": "object", "description": "", "name": folder_name}
     data = copy.deepcopy(data)
-    for err in exc.errors():
-        container: Any = data
-        for part in err["loc"][:-1]:
-            try:
-                container = container[part]
-            except (KeyError, IndexError, TypeError):
+    touched: set[str] = set()
+    errors = exc.errors()
+    for _ in range(2):
+        for err in errors:
+            loc = err["loc"]
+            container: Any = data
+            for part in loc[:-1]:
+                try:
+                    container = container[part]
+                except (KeyError, IndexError, TypeError):
+                    return None
+            if not isinstance(container, dict):
                 return None
-        if not isinstance(container, dict) or err["loc"][-1] not in container:
-            return None
-        del container[err["loc"][-1]]
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError:
-        return None
+            key = str(loc[-1])
+            if err["type"] == "missing":
+                if key not in neutral:
+                    return None
+                container[key] = neutral[key]
+            else:
+                container.pop(key, None)
+            touched.add(str(loc[0]))
+        try:
+            return Manifest.model_validate(data), frozenset(touched)
+        except ValidationError as again:
+            errors = again.errors()
+    return None
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

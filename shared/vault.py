@@ -10,7 +10,7 @@ import difflib
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.checks import check_skill
@@ -29,6 +29,7 @@ class Vault:
     skills: Mapping[str, Skill]
     problems: tuple[Problem, ...]
     folders: tuple[Path, ...]
+    cycles: Mapping[Problem, frozenset[str]] = field(default_factory=dict)
 
     def get(self, name: str) -> Skill:
         name = name.removeprefix("/")  # a /slug token names the same skill
@@ -42,7 +43,8 @@ class Vault:
         """Problems of one skill folder (its files), including cycles that pass through it."""
         prefix = display_path(folder)
         return [p for p in self.problems
-                if p.path == prefix or p.path.startswith(prefix.rstrip("/") + "/")]
+                if p.path == prefix or p.path.startswith(prefix.rstrip("/") + "/")
+                or folder.name in self.cycles.get(p, ())]
 
     @property
     def valid(self) -> bool:
@@ -79,8 +81,10 @@ def load_vault(root: Path) -> Vault:
     for skill in skills.values():
         problems.extend(check_pipeline(skill, skills, broken))
         problems.extend(check_sub_skills_file(skill, skills, broken))
-    problems.extend(check_sub_skill_cycles(skills))
-    return Vault(root, skills, tuple(sorted(set(problems), key=Problem.sort_key)), tuple(folders))
+    cycles = dict(check_sub_skill_cycles(skills))
+    problems.extend(cycles)
+    return Vault(root, skills, tuple(sorted(set(problems), key=Problem.sort_key)),
+                 tuple(folders), cycles)
 
 
 _cache: dict[Path, tuple[float, Vault]] = {}

@@ -23,6 +23,7 @@ _INF = re.compile(r"[-+]?\.(inf|Inf|INF)\Z")
 _NAN = re.compile(r"\.(nan|NaN|NAN)\Z")
 _STD_TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(_STD_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
+_COLLECTION_TAGS = frozenset((_STD_TAG + "map", _STD_TAG + "seq"))
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -59,9 +60,14 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
+        # The problem mark is where the parser gave up; the context (an unclosed '[' on an
+        # earlier line, say) is often where the user erred, so both are named.
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + first_line if mark is not None else None
-        raise YamlProblem(f"invalid YAML: {exc.problem or exc}", line) from None
+        context = ""
+        if exc.context and exc.context_mark is not None:
+            context = f" ({exc.context} that starts at line {exc.context_mark.line + first_line})"
+        raise YamlProblem(f"invalid YAML: {exc.problem or exc}{context}", line) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(f"invalid YAML: {exc}") from None
     if node is None:
@@ -101,6 +107,10 @@ class _Builder:
             yield key, value
 
     def build(self, node: yaml.Node, loc: Loc, *, raw: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and \
+                node.tag not in _COLLECTION_TAGS:
+            raise YamlProblem(f"YAML tag '{node.tag}' is not supported: remove it",
+                              node.start_mark.line + self.first)
         if isinstance(node, yaml.MappingNode):
             return {k: self.build(v, (*loc, k), raw=raw) for k, v in self.pairs(node, loc)}
         if isinstance(node, yaml.SequenceNode):
@@ -117,8 +127,10 @@ class _Builder:
         if tag not in _PLAIN_TAGS:
             raise YamlProblem(f"YAML tag '{tag}' is not supported: remove it",
                               node.start_mark.line + self.first)
-        if raw or getattr(node, "style", None) or tag == _STD_TAG + "str":
+        if raw or getattr(node, "style", None):
             return text
+        # A plain scalar is typed by the core schema whatever PyYAML's 1.1 resolver
+        # guessed (it calls 1e3 a string and yes a boolean).
         return core_scalar(text)
 
 

@@ -42,7 +42,13 @@ def export(
         raise ValidationFailed(bad)
     if not skills:
         raise VaultError(f"no skills to export in {display_path(loaded.root)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    taken = [display_path(out_dir / s.name) for s in skills if (out_dir / s.name).exists()]
+    if taken:  # checked before anything is written, so a failed export leaves OUT as it was
+        raise VaultError(f"already exists: {', '.join(taken)}; choose an empty OUT folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise VaultError(f"cannot create {display_path(out_dir)}: {exc.strerror or exc}") from None
     for skill in skills:
         target = write_skill(skill, out_dir, form)
         out.print(f"{skill.name} -> {display_path(target)} ({form} form)", markup=False)

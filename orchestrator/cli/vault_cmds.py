@@ -82,8 +82,9 @@ def list_skills(vault_opt: VaultOption = None) -> None:
     """One row per skill: name, label, kind, approach, version and description."""
     loaded = vault(vault_opt)
     table = Table(title=f"{len(loaded.skills)} skill(s) in {display_path(loaded.root)}")
-    for column in ("name", "label", "kind", "approach", "v", "description"):
-        table.add_column(column, overflow="fold")
+    for column in ("name", "label", "kind", "approach", "v"):
+        table.add_column(column, no_wrap=True)  # whole names, so `skillq list | grep` works
+    table.add_column("description", overflow="fold")
     for name in sorted(loaded.skills):
         m = loaded.skills[name].manifest
         approach = "-" if m.is_orchestrator else str(m.effective_approach)
