@@ -56,7 +56,13 @@ def _message(err: ErrorDetails, model: type[BaseModel]) -> str:
     if kind == "missing":
         return "required field is missing; add it"
     if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false, got {got!r} (YAML 1.2: write true/false, not yes/no)"
+        return (f"must be true or false (unquoted), got {got!r}; YAML 1.2 reads only "
+                "true/false as booleans, not yes/no/on/off")
+    bounds = {"greater_than_equal": "at least", "greater_than": "more than",
+              "less_than_equal": "at most", "less_than": "less than"}
+    if kind in bounds:
+        limit = next(iter(err.get("ctx", {}).values()), "")
+        return f"must be {bounds[kind]} {limit}, got {got!r}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number, got {got!r}"
     if kind in ("string_type",):
@@ -66,7 +72,8 @@ def _message(err: ErrorDetails, model: type[BaseModel]) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type", "mapping_type"):
         return f"must be a mapping of `key: value` lines, got {got!r}"
     if kind == "string_pattern_mismatch":
-        return (f"{got!r} is not a valid name; use letters, digits and underscores, "
+        extra = ", hyphens" if loc[-1] == "id" else ""
+        return (f"{got!r} is not a valid name; use letters, digits{extra} and underscores, "
                 "starting with a letter or underscore")
     if kind == "enum":
         expected = err.get("ctx", {}).get("expected", "")

@@ -100,7 +100,8 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
         front_text, body, first = split_frontmatter(read_text(skill_md))
         front = load_mapping(front_text, first_line=first, raw_text_keys=_TEXT_FIELDS)
     except YamlProblem as exc:
-        return None, [Problem(md_name, "frontmatter", exc.message, exc.line)]
+        field = "frontmatter" if exc.line is not None else "(file)"
+        return None, [Problem(md_name, field, exc.message, exc.line)]
 
     locator = Locator(skill_md)
     locator.add(skill_md, front)

@@ -721,7 +721,7 @@ def test_skill_md_not_utf8(vault: Vault) -> None:
     vault.write("leaf/SKILL.md", LEAF_MD.replace("web page", "caf\udce9", 1)
                 .encode("utf-8", "surrogateescape"))
     result = validate()
-    assert_problem(result, "leaf/SKILL.md", "frontmatter", "is not UTF-8 text (byte 0xe9")
+    assert_problem(result, "leaf/SKILL.md", "(file)", "is not UTF-8 text (byte 0xe9")
     # the orchestrator calling the unreadable skill is not blamed for it
     assert problems_outside(result, "leaf") == []
 
@@ -790,7 +790,7 @@ def test_yes_no_is_not_a_boolean(vault: Vault, old: str, new: str, field: str) -
     vault.edit("leaf/SKILL.md", old, new)
     line = assert_problem(validate(), "leaf/SKILL.md", field, "must be true or false",
                           line=vault.line_of("leaf/SKILL.md", new))
-    assert "write true/false" in line
+    assert "only true/false" in line
 
 
 def test_yes_stays_text_in_a_text_field(vault: Vault) -> None:
@@ -929,7 +929,7 @@ SUBPROCESS_CASES: dict[str, tuple[BreakFn, str, int | None, str, str]] = {
     "bad-json": (lambda v: v.write("leaf/benchmarks.json", '{\n  "skill": "leaf",,\n}\n'),
                  "leaf/benchmarks.json", 2, "(file)", "is not valid JSON"),
     "not-utf8": (lambda v: v.write("leaf/SKILL.md", b"---\nname: leaf\ndescription: caf\xe9\n"
-                                   b"---\n"), "leaf/SKILL.md", None, "frontmatter", "not UTF-8"),
+                                   b"---\n"), "leaf/SKILL.md", None, "(file)", "not UTF-8"),
     "invalid-yaml": (lambda v: v.edit("leaf/SKILL.md", "version: 1", "version: 1: 2"),
                      "leaf/SKILL.md", 4, "frontmatter", "invalid YAML"),
     "type-mismatch": (lambda v: v.edit("pipe/SKILL.md", "url: ${inputs.label}",
