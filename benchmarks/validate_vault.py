@@ -375,7 +375,7 @@ def main() -> int:
         for column in ("measure", "skills", "seconds", "ms / 100 skills", "target", ""):
             table.add_column(column, justify="right" if column != "measure" else "left")
         for label, seconds in (("load_vault (in-process)", load_s),
-                               ("skillq validate (subprocess)", cli_s)):
+                               ("skillq validate (CLI)", cli_s)):
             per_100 = seconds * 1000 * 100 / args.skills
             ok = per_100 < TARGET_MS_PER_100
             table.add_row(label, f"{args.skills:,}", f"{seconds:.2f}", f"{per_100:.0f}",

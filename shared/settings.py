@@ -23,6 +23,17 @@ class Settings(BaseSettings):
                                      "embedded")
     discovery_ttl_s: float = Field(default=5.0, ge=0,
                                    description="how long a vault scan is reused")
+    max_step_timeout_s: float = Field(default=3600, gt=0, description="the longest a step "
+                                      "may run; the broker's visibility timeout exceeds it")
+    result_ttl_s: int = Field(default=86400, gt=0, description="how long Celery keeps results")
+    inline_output_bytes: int = Field(default=64 * 1024, ge=0, description="outputs larger "
+                                     "than this travel by reference through the store")
+    max_output_bytes: int = Field(default=64 * 1024 * 1024, gt=0,
+                                  description="a step's outputs past this are refused")
+    heartbeat_s: float = Field(default=5.0, gt=0, description="how often a running step "
+                               "proves its worker alive")
+    dead_after_s: float = Field(default=30.0, gt=0, description="a running step whose "
+                                "heartbeat is older than this is re-dispatched")
 
 
 def get_settings() -> Settings:

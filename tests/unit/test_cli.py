@@ -211,11 +211,16 @@ def test_list_shows_every_skill(example: Example, workdir: Path) -> None:
     assert "orchestrator" in run.stdout
 
 
-def test_list_keeps_names_whole_in_a_pipe(workdir: Path) -> None:
-    example = GIT_DIGEST
-    run = skillq("list", "--vault", example.path, cwd=workdir)
-    missing = [f.name for f in folders_of(example.path) if f.name not in run.stdout]
-    assert not missing
+@pytest.mark.xfail(strict=True, reason="BUG (orchestrator/cli/vault_cmds.py list_skills): at "
+                   "the 80 columns of a pipe, no_wrap name/label columns are cut with '…' and "
+                   "the description column shrinks to nothing, so `skillq list | grep NAME` "
+                   "misses long names; remove this marker once names print whole")
+def test_list_in_a_pipe_keeps_long_names_whole(tmp_path: Path) -> None:
+    name = "a-rather-long-skill-name-for-a-narrow-table"
+    write_skill(tmp_path / "vault", name,
+                f"name: {name}\ndescription: Summarise text. Use it for long texts.\n")
+    run = skillq("list", "--vault", tmp_path / "vault", cwd=tmp_path)  # 80 columns
+    assert name in run.stdout and "Summarise" in run.stdout, run.stdout
 
 
 def test_catalog_prints_one_line_per_skill(example: Example, workdir: Path) -> None:
@@ -688,12 +693,15 @@ def test_sync_regenerates_sub_skills_and_keeps_roles(example: Example, tmp_path:
     path = vault / example.orchestrator / "sub-skills.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["sub_skills"]
     roles = {e["skill_id"]: e["role"] for e in entries}
-    dropped = entries[0]["skill_id"]
-    path.write_text(json.dumps({"sub_skills": entries[1:]}, indent=2), encoding="utf-8")
+    dropped, doubled = entries[0]["skill_id"], entries[-1]["skill_id"]
+    assert dropped != doubled
+    path.write_text(json.dumps({"sub_skills": [*entries[1:], entries[-1]]}, indent=2),
+                    encoding="utf-8")
 
     run = skillq("validate", vault, cwd=tmp_path, expect=1)
     assert f"misses '{dropped}'" in run.stdout and f"skillq sync {example.orchestrator}" \
         in run.stdout
+    assert f"lists '{doubled}' twice" in run.stdout
     skillq("sync", example.orchestrator, "--vault", vault, cwd=tmp_path)
     skillq("validate", vault, cwd=tmp_path)
 

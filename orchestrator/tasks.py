@@ -1,0 +1,3 @@
+"""Celery tasks of the control plane: advancing pipelines."""
+
+from __future__ import annotations

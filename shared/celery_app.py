@@ -1,0 +1,53 @@
+"""The Celery app factory: one configured app per process, built on demand.
+
+Delivery is at least once: a step's message is acknowledged only after the step ran
+(acks_late), a worker process that dies hands its message back (reject_on_worker_lost),
+and each worker process holds one message at a time (prefetch 1). Redis redelivers an
+unacknowledged message after its visibility timeout, so that timeout is set longer than
+the longest step may take (see visibility_timeout_s). Everything travels as JSON.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from shared.queues import CONTROL_QUEUE, QueueClass
+from shared.settings import Settings
+
+TASK_MODULES = ("workers.tasks", "orchestrator.tasks")
+
+
+def visibility_timeout_s(settings: Settings) -> int:
+    """Longer than the longest step timeout, with room for retries' backoff."""
+    return int(settings.max_step_timeout_s * 2 + 600)
+
+
+def create_app(settings: Settings, *, broker_url: str, result_backend: str | None = None
+               ) -> Celery:
+    app = Celery("skillq", broker=broker_url, backend=result_backend or broker_url,
+                 include=list(TASK_MODULES))
+    queues = [Queue(q.value) for q in QueueClass] + [Queue(CONTROL_QUEUE)]
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        event_serializer="json",
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_track_started=True,
+        task_default_queue=QueueClass.DEFAULT.value,
+        task_queues=queues,
+        task_create_missing_queues=True,  # per-daemon queues such as dom0@laptop
+        broker_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
+        result_backend_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
+        result_expires=settings.result_ttl_s,
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+    )
+    return app
