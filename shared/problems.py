@@ -7,6 +7,8 @@ user fixes a folder in one pass. Each problem names the file, the field inside i
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +29,14 @@ class Problem:
 
 
 def display_path(path: Path) -> str:
-    """A path as the user typed it relative to the working directory, when it is below it."""
+    """A path relative to the working directory when it is below it, else as given."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(_cwd(os.getcwd())))  # noqa: PTH109 (cache key)
     except ValueError:
         return str(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _cwd(cwd: str) -> Path:
+    # Resolving the working directory on every call was a fifth of a vault scan.
+    return Path(cwd).resolve()

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import VaultOption, one_line, out, vault, vault_path
+from orchestrator.cli.common import VaultOption, err, one_line, out, vault, vault_path
 from shared import agentskills
 from shared.errors import VaultError
 from shared.problems import Problem, display_path
@@ -79,20 +79,31 @@ def _validate_agentskills(target: Path) -> tuple[list[Problem], int]:
 
 
 def list_skills(vault_opt: VaultOption = None) -> None:
-    """One row per skill: name, label, kind, approach, version and description."""
+    """One row per skill: name, label, kind, approach, version and description.
+
+    On a terminal a table; in a pipe one tab-separated line per skill, whole, so
+    `skillq list | grep NAME` and `cut -f1` work.
+    """
     loaded = vault(vault_opt)
-    table = Table(title=f"{len(loaded.skills)} skill(s) in {display_path(loaded.root)}")
-    for column in ("name", "label", "kind", "approach", "v"):
-        table.add_column(column, no_wrap=True)  # whole names, so `skillq list | grep` works
-    table.add_column("description", overflow="fold")
+    rows = []
     for name in sorted(loaded.skills):
         m = loaded.skills[name].manifest
         approach = "-" if m.is_orchestrator else str(m.effective_approach)
-        table.add_row(name, m.display_label, m.kind, approach, str(m.version),
-                      one_line(m.description))
-    out.print(table)
+        rows.append((name, m.display_label, m.kind, approach, str(m.version),
+                     one_line(m.description)))
+    if out.is_terminal:
+        table = Table(title=f"{len(rows)} skill(s) in {display_path(loaded.root)}")
+        table.add_column("name", no_wrap=True)
+        for column in ("label", "kind", "approach", "v", "description"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        for row in rows:
+            out.print("\t".join(row), markup=False)
     if loaded.problems:
-        out.print(f"{len(loaded.problems)} problem(s) in this vault: run `skillq validate`",
+        err.print(f"{len(loaded.problems)} problem(s) in this vault: run `skillq validate`",
                   style="yellow")
 
 
