@@ -1,0 +1,130 @@
+"""The PostgreSQL records: pipeline runs, step runs (one row per attempt), the shared
+artifact store, and the output cache. Alembic migrations live in shared/db/migrations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class PipelineRun(Base):
+    """One run of a skill: the top of a pipeline, or a nested orchestrator's run."""
+
+    __tablename__ = "pipeline_runs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    skill: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    source: Mapped[str] = mapped_column(String(16))
+    vault: Mapped[str] = mapped_column(Text)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSONB)  # the frozen steps it runs
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    input_hash: Mapped[str] = mapped_column(String(71))
+    outputs: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    # step id -> {"state": waiting|running|done, "items": n}: the planner's own ledger,
+    # changed only under this row's lock.
+    progress: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    watch_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    failed_step: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    failed_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    triggered_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    parent_step_run_id: Mapped[str | None] = mapped_column(String(160), nullable=True,
+                                                           index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now(), index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                         nullable=True)
+
+
+class StepRun(Base):
+    """One attempt of one step (one item of a fan-out): idempotent by its id."""
+
+    __tablename__ = "step_runs"
+    __table_args__ = (Index("ix_step_runs_run_step", "run_id", "step_id", "item_index"),
+                      Index("ix_step_runs_skill_finished", "skill", "finished_at"),
+                      Index("ix_step_runs_state_heartbeat", "state", "heartbeat_at"))
+
+    # "<run id>/<step id>/<item or -1>/<attempt>": a redelivered message names the same row.
+    id: Mapped[str] = mapped_column(String(160), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("pipeline_runs.id", ondelete="CASCADE"))
+    step_id: Mapped[str] = mapped_column(String(64))
+    item_index: Mapped[int] = mapped_column(Integer)  # -1 when the step does not fan out
+    attempt: Mapped[int] = mapped_column(Integer)
+    skill: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(16))
+    queue: Mapped[str] = mapped_column(String(64))
+    inputs: Mapped[Any] = mapped_column(JSONB)
+    input_hash: Mapped[str] = mapped_column(String(71))
+    outputs: Mapped[Any | None] = mapped_column(JSONB, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    worker_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    daemon: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    cache_hit: Mapped[bool] = mapped_column(default=False)
+    child_run_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stdout_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    stderr_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                         nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                          nullable=True)
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Artifact(Base):
+    """Content-addressed blobs every daemon can reach: large outputs travel as references."""
+
+    __tablename__ = "artifacts"
+
+    key: Mapped[str] = mapped_column(String(71), primary_key=True)  # "sha256:<hex>"
+    size: Mapped[int] = mapped_column(BigInteger)
+    media_type: Mapped[str] = mapped_column(String(100))
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+
+
+class CacheEntry(Base):
+    __tablename__ = "cache_entries"
+
+    key: Mapped[str] = mapped_column(String(71), primary_key=True)
+    skill: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    outputs: Mapped[Any] = mapped_column(JSONB)
+    step_run_id: Mapped[str] = mapped_column(String(160))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

@@ -1,0 +1,321 @@
+"""The script executor: runs a leaf skill's ``run.command`` per the script protocol.
+
+The command runs in a fresh scratch copy of the skill folder, in its own session, with a
+scrubbed environment (PATH, HOME, LANG, declared secrets, SKILL_INPUTS, SKILL_OUTPUT,
+SKILLQ_WORKDIR). Pipes are pumped with a selector into bounded tails; the process group
+is killed when the direct child exits or times out, so no grandchild can hang the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from shared.manifest import Manifest
+from shared.valuetypes import type_error
+
+TAIL_BYTES = 8 * 1024  # stdout/stderr kept with the run record
+TERM_GRACE_S = 2.0  # on timeout: SIGTERM to the group, this long, then SIGKILL
+DRAIN_S = 0.5  # reading on after the child exited and its group was killed
+POLL_S = 0.05  # how often the pump checks whether the direct child has exited
+EX_TEMPFAIL = 75
+ERROR_LINES = 3  # last non-empty stderr lines quoted in a failure's error
+PROTOCOL_VARS = ("SKILL_INPUTS", "SKILL_OUTPUT", "SKILLQ_WORKDIR")
+SIGNALS = frozenset(s.value for s in signal.Signals)
+
+
+class ScriptStatus(StrEnum):
+    SUCCESS = "success"
+    TRANSIENT = "transient"  # exit 75 (EX_TEMPFAIL): retried with backoff
+    FAILED = "failed"  # any other non-zero exit, or the command could not start
+    TIMEOUT = "timeout"
+    BAD_OUTPUT = "bad_output"  # exit 0, but the outputs break the contract
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptResult:
+    status: ScriptStatus
+    exit_code: int | None  # None: never started; negative: killed by that signal
+    outputs: dict[str, Any] | None  # set on success only
+    error: str | None
+    stdout_tail: str
+    stderr_tail: str
+    duration_ms: int
+    output_bytes: int
+
+
+class _Tail:
+    """The last ``keep`` bytes of a stream, in bounded memory."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.total, self.buf = keep, 0, bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.buf += chunk
+        if len(self.buf) > 2 * self.keep:
+            del self.buf[: -self.keep]
+
+    def data(self) -> bytes:
+        return bytes(self.buf[-self.keep:])
+
+    def text(self) -> str:
+        return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace")
+
+
+class _BadOutput(Exception):
+    def __init__(self, message: str, size: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+def resource_prefix(manifest: Manifest) -> list[str]:
+    """The argv prefix that applies resource limits: the hook for ``prlimit``.
+
+    None are enforced yet; when they are, return e.g. ``["prlimit", "--as=2G", "--"]``:
+    a wrapper, never ``preexec_fn`` (slow, and deadlock-prone in a threaded worker).
+    """
+    return []
+
+
+def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
+               secrets: Mapping[str, str], timeout_s: float, max_output_bytes: int,
+               workdir: Path | None = None,
+               extra_env: Mapping[str, str] | None = None) -> ScriptResult:
+    """Run ``manifest.run.command`` in a scratch copy of ``folder``; classify the outcome.
+
+    Only the secrets the skill declares in ``auth`` are passed (as NAME upper-cased).
+    Raises ValueError on caller errors (no ``run``, an environment name clash, inputs
+    that are not JSON); whatever the script does is reported in the ScriptResult.
+    """
+    if manifest.run is None:
+        raise ValueError(f"skill '{manifest.name}' has no run command")
+    payload = json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode()
+    scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-"))
+    try:
+        cwd, in_path, out_path = scratch / "skill", scratch / "inputs.json", scratch / "out.json"
+        protocol = {"SKILL_INPUTS": str(in_path), "SKILL_OUTPUT": str(out_path)}
+        if workdir is not None:
+            protocol["SKILLQ_WORKDIR"] = str(workdir.absolute())
+        env = _environment(manifest, secrets, extra_env, scratch) | protocol
+        # Symlinks are copied as their targets: nothing in the copy leads back to the vault.
+        shutil.copytree(folder, cwd, ignore_dangling_symlinks=True)
+        _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
+        in_path.write_bytes(payload)
+        return _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
+    finally:
+        _make_writable(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _environment(manifest: Manifest, secrets: Mapping[str, str],
+                 extra_env: Mapping[str, str] | None, scratch: Path) -> dict[str, str]:
+    env = {"PATH": os.environ.get("PATH") or os.defpath, "HOME": str(scratch),
+           "LANG": os.environ.get("LANG") or "C.UTF-8", **(extra_env or {})}
+    if clash := sorted(set(env) & set(PROTOCOL_VARS)):
+        raise ValueError(f"extra_env may not set the protocol variables {', '.join(clash)}")
+    for name in manifest.auth:
+        if name in secrets:
+            key = name.upper()
+            if key in env or key in PROTOCOL_VARS:
+                raise ValueError(f"secret '{name}' would shadow the environment variable {key}")
+            env[key] = secrets[name]
+    return env
+
+
+def _make_writable(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        with contextlib.suppress(OSError):
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode):
+                path.chmod(mode | (0o700 if stat.S_ISDIR(mode) else 0o600))
+
+
+def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
+             out_path: Path, timeout_s: float, cap: int) -> ScriptResult:
+    assert manifest.run is not None
+    out, err = _Tail(TAIL_BYTES + cap + 2), _Tail(TAIL_BYTES)  # stdout: room for the last line
+    start = time.monotonic()
+
+    def result(status: ScriptStatus, code: int | None, error: str | None,
+               outputs: dict[str, Any] | None = None, size: int = 0) -> ScriptResult:
+        ms = int((time.monotonic() - start) * 1000)
+        return ScriptResult(status, code, outputs, error, out.text(), err.text(), ms, size)
+
+    try:
+        argv = resource_prefix(manifest) + shlex.split(manifest.run.command)
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True)
+    except (OSError, ValueError) as exc:
+        return result(ScriptStatus.FAILED, None, f"cannot start {manifest.run.command!r}: {exc}")
+    timed_out = _pump(proc, payload, timeout_s, out, err)
+    code = proc.wait()
+    if timed_out:
+        return result(ScriptStatus.TIMEOUT, code,
+                      f"timed out after {timeout_s:g} s (process group killed)")
+    if code != 0:
+        status = ScriptStatus.TRANSIENT if code == EX_TEMPFAIL else ScriptStatus.FAILED
+        return result(status, code, _failure_message(code, err.text()))
+    try:
+        outputs, size = _read_outputs(manifest, out_path, out, cap)
+    except _BadOutput as exc:
+        return result(ScriptStatus.BAD_OUTPUT, code, str(exc), size=exc.size)
+    return result(ScriptStatus.SUCCESS, code, None, outputs, size)
+
+
+def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
+          out: _Tail, err: _Tail) -> bool:
+    """Feed stdin, read stdout/stderr until the child is gone; True when it timed out.
+
+    The group is killed as soon as the direct child exits (before it is reaped, so its
+    id cannot have been reused), then pipes drain for at most DRAIN_S: a grandchild
+    that escaped the group and holds the pipes cannot hang this.
+    """
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    os.set_blocking(proc.stdin.fileno(), False)
+    sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+    deadline = time.monotonic() + timeout_s
+    kill_at: float | None = None  # set when SIGTERM went out on timeout
+    stop_at: float | None = None  # set when the direct child has exited
+    sent, idle = 0, 0.0005
+    try:
+        while True:
+            now = time.monotonic()
+            if stop_at is None:
+                if _exited(proc.pid):
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    stop_at = now + DRAIN_S
+                elif kill_at is None and now >= deadline:
+                    _signal_group(proc.pid, signal.SIGTERM)
+                    kill_at = now + TERM_GRACE_S
+                elif kill_at is not None and now >= kill_at:
+                    _signal_group(proc.pid, signal.SIGKILL)
+            if stop_at is not None and (now >= stop_at or not sel.get_map()):
+                break
+            # With the pipes closed the child is exiting: poll fast, then back off.
+            wait, idle = (POLL_S, idle) if sel.get_map() else (idle, min(idle * 2, POLL_S))
+            for key, _ in sel.select(wait):
+                if key.data is None:  # stdin
+                    try:
+                        sent += os.write(key.fd, payload[sent:sent + 65536])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the script closed stdin without reading it all
+                        sent = len(payload)
+                    if sent >= len(payload):
+                        sel.unregister(key.fileobj)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    key.data.feed(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+    return kill_at is not None
+
+
+def _exited(pid: int) -> bool:
+    """Whether the direct child has exited, without reaping it (WNOWAIT)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _failure_message(code: int, stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    tail = "\n".join(lines[-ERROR_LINES:])[-1000:]
+    if code >= 0:
+        return tail or f"exited with code {code} and nothing on stderr"
+    head = f"killed by signal {signal.Signals(-code).name if -code in SIGNALS else -code}"
+    return f"{head}: {tail}" if tail else head
+
+
+def _too_big(size: int, cap: int, *, at_least: bool = False) -> _BadOutput:
+    amount = f"more than {cap}" if at_least else str(size)
+    return _BadOutput(f"outputs are {amount} bytes, over the {cap}-byte cap; write large "
+                      "data to a file/store and return a reference", size)
+
+
+def _read_outputs(manifest: Manifest, out_path: Path, out: _Tail,
+                  cap: int) -> tuple[dict[str, Any], int]:
+    if out_path.exists() or out_path.is_symlink():
+        where, st = "SKILL_OUTPUT", out_path.lstat()
+        if not stat.S_ISREG(st.st_mode):  # no symlink to /dev/zero, no FIFO
+            raise _BadOutput("SKILL_OUTPUT is not a regular file")
+        if st.st_size > cap:
+            raise _too_big(st.st_size, cap)
+        with out_path.open("rb") as fh:
+            raw = fh.read(cap + 1)
+        if len(raw) > cap:
+            raise _too_big(len(raw), cap, at_least=True)
+    else:
+        if not manifest.outputs:
+            return {}, 0  # no outputs declared and no SKILL_OUTPUT: stdout is only a log
+        where, kept = "the last stdout line", out.data().rstrip()
+        newline = kept.rfind(b"\n")
+        if newline < 0 and out.total > out.keep:  # the last line began before the kept tail
+            raise _too_big(out.keep, cap, at_least=True)
+        raw = kept[newline + 1:].strip()
+        if not raw:
+            names = ", ".join(o.name for o in manifest.outputs)
+            raise _BadOutput(f"no outputs: no SKILL_OUTPUT file and stdout empty; expected {names}")
+        if len(raw) > cap:
+            raise _too_big(len(raw), cap)
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:
+        excerpt = raw[:60].decode("utf-8", "replace")
+        raise _BadOutput(f"{where} is not valid JSON ({exc}): {excerpt!r}", len(raw)) from None
+    if not isinstance(value, dict):
+        raise _BadOutput(f"{where} must be a JSON object, got {json.dumps(value)[:40]}", len(raw))
+    problems = _check_outputs(manifest, value)
+    if problems:
+        raise _BadOutput("; ".join(problems), len(raw))
+    return value, len(raw)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_outputs(manifest: Manifest, value: dict[str, Any]) -> list[str]:
+    declared = [o.name for o in manifest.outputs]
+    problems = []
+    if extra := sorted(set(value) - set(declared)):
+        problems.append(f"undeclared output(s) {', '.join(map(repr, extra))} "
+                        f"(declared: {', '.join(declared) or 'none'})")
+    for spec in manifest.outputs:
+        if spec.name not in value:
+            problems.append(f"missing declared output '{spec.name}' ({spec.type})")
+        elif problem := type_error(value[spec.name], spec.value_type):
+            problems.append(f"output '{spec.name}': {problem}")
+    return problems
