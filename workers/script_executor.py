@@ -1,10 +1,6 @@
-"""The script executor: runs a leaf skill's ``run.command`` per the script protocol.
-
-The command runs in a fresh scratch copy of the skill folder, in its own session, with a
-scrubbed environment (PATH, HOME, LANG, declared secrets, SKILL_INPUTS, SKILL_OUTPUT,
-SKILLQ_WORKDIR). Pipes are pumped with a selector into bounded tails; the process group
-is killed when the direct child exits or times out, so no grandchild can hang the call.
-"""
+"""The script executor: runs a leaf skill's ``run.command`` per the script protocol, in a
+scratch copy of the skill folder, its own session and a scrubbed environment; outputs
+are validated against the manifest; stdout/stderr are kept as bounded tails."""
 
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ POLL_S = 0.05  # how often the pump checks whether the direct child has exited
 EX_TEMPFAIL = 75
 ERROR_LINES = 3  # last non-empty stderr lines quoted in a failure's error
 PROTOCOL_VARS = ("SKILL_INPUTS", "SKILL_OUTPUT", "SKILLQ_WORKDIR")
-SIGNALS = frozenset(s.value for s in signal.Signals)
 
 
 class ScriptStatus(StrEnum):
@@ -58,9 +53,7 @@ class ScriptResult:
     output_bytes: int
 
 
-class _Tail:
-    """The last ``keep`` bytes of a stream, in bounded memory."""
-
+class _Tail:  # the last ``keep`` bytes of a stream, in bounded memory
     def __init__(self, keep: int) -> None:
         self.keep, self.total, self.buf = keep, 0, bytearray()
 
@@ -70,9 +63,6 @@ class _Tail:
         if len(self.buf) > 2 * self.keep:
             del self.buf[: -self.keep]
 
-    def data(self) -> bytes:
-        return bytes(self.buf[-self.keep:])
-
     def text(self) -> str:
         return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace")
 
@@ -80,15 +70,12 @@ class _Tail:
 class _BadOutput(Exception):
     def __init__(self, message: str, size: int = 0) -> None:
         super().__init__(message)
-        self.size = size
+        self.size = size  # bytes of the outputs, for the record
 
 
 def resource_prefix(manifest: Manifest) -> list[str]:
-    """The argv prefix that applies resource limits: the hook for ``prlimit``.
-
-    None are enforced yet; when they are, return e.g. ``["prlimit", "--as=2G", "--"]``:
-    a wrapper, never ``preexec_fn`` (slow, and deadlock-prone in a threaded worker).
-    """
+    """The argv prefix for resource limits (none yet), e.g. ``["prlimit", "--as=2G", "--"]``:
+    a wrapper, never ``preexec_fn`` (slow, and deadlock-prone in a threaded worker)."""
     return []
 
 
@@ -97,11 +84,8 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                workdir: Path | None = None,
                extra_env: Mapping[str, str] | None = None) -> ScriptResult:
     """Run ``manifest.run.command`` in a scratch copy of ``folder``; classify the outcome.
-
-    Only the secrets the skill declares in ``auth`` are passed (as NAME upper-cased).
-    Raises ValueError on caller errors (no ``run``, an environment name clash, inputs
-    that are not JSON); whatever the script does is reported in the ScriptResult.
-    """
+    Only secrets declared in ``auth`` are passed (as NAME upper-cased). ValueError on
+    caller errors (no ``run``, an env name clash, inputs not JSON); the rest is a result."""
     if manifest.run is None:
         raise ValueError(f"skill '{manifest.name}' has no run command")
     payload = json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode()
@@ -181,11 +165,8 @@ def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
 def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
           out: _Tail, err: _Tail) -> bool:
     """Feed stdin, read stdout/stderr until the child is gone; True when it timed out.
-
-    The group is killed as soon as the direct child exits (before it is reaped, so its
-    id cannot have been reused), then pipes drain for at most DRAIN_S: a grandchild
-    that escaped the group and holds the pipes cannot hang this.
-    """
+    The group is killed as soon as the direct child exits, then pipes drain for at most
+    DRAIN_S: a grandchild that escaped the group and holds the pipes cannot hang this."""
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
@@ -194,7 +175,7 @@ def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
     sel.register(proc.stdin, selectors.EVENT_WRITE, None)
     deadline = time.monotonic() + timeout_s
     kill_at: float | None = None  # set when SIGTERM went out on timeout
-    stop_at: float | None = None  # set when the direct child has exited
+    stop_at: float | None = None  # set when the direct child has exited: drain until then
     sent, idle = 0, 0.0005
     try:
         while True:
@@ -224,10 +205,9 @@ def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
                         sel.unregister(key.fileobj)
                         proc.stdin.close()
                     continue
-                chunk = os.read(key.fd, 65536)
-                if chunk:
+                if chunk := os.read(key.fd, 65536):
                     key.data.feed(chunk)
-                else:
+                else:  # EOF
                     sel.unregister(key.fileobj)
     finally:
         sel.close()
@@ -238,8 +218,7 @@ def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
 
 
 def _exited(pid: int) -> bool:
-    """Whether the direct child has exited, without reaping it (WNOWAIT)."""
-    try:
+    try:  # WNOWAIT: the exited child stays a zombie, holding its group id, until reaped
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
@@ -255,7 +234,7 @@ def _failure_message(code: int, stderr: str) -> str:
     tail = "\n".join(lines[-ERROR_LINES:])[-1000:]
     if code >= 0:
         return tail or f"exited with code {code} and nothing on stderr"
-    head = f"killed by signal {signal.Signals(-code).name if -code in SIGNALS else -code}"
+    head = f"killed by signal {-code} ({signal.strsignal(-code) or 'unknown'})"
     return f"{head}: {tail}" if tail else head
 
 
@@ -278,9 +257,9 @@ def _read_outputs(manifest: Manifest, out_path: Path, out: _Tail,
         if len(raw) > cap:
             raise _too_big(len(raw), cap, at_least=True)
     else:
-        if not manifest.outputs:
-            return {}, 0  # no outputs declared and no SKILL_OUTPUT: stdout is only a log
-        where, kept = "the last stdout line", out.data().rstrip()
+        if not manifest.outputs:  # no outputs declared nor written: stdout is only a log
+            return {}, 0
+        where, kept = "the last stdout line", bytes(out.buf[-out.keep:]).rstrip()
         newline = kept.rfind(b"\n")
         if newline < 0 and out.total > out.keep:  # the last line began before the kept tail
             raise _too_big(out.keep, cap, at_least=True)
@@ -297,14 +276,13 @@ def _read_outputs(manifest: Manifest, out_path: Path, out: _Tail,
         raise _BadOutput(f"{where} is not valid JSON ({exc}): {excerpt!r}", len(raw)) from None
     if not isinstance(value, dict):
         raise _BadOutput(f"{where} must be a JSON object, got {json.dumps(value)[:40]}", len(raw))
-    problems = _check_outputs(manifest, value)
-    if problems:
+    if problems := _check_outputs(manifest, value):
         raise _BadOutput("; ".join(problems), len(raw))
     return value, len(raw)
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity: Python-only extensions
 
 
 def _check_outputs(manifest: Manifest, value: dict[str, Any]) -> list[str]:

@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
+
+from celery import Task, shared_task
+
+from orchestrator import canvas
+from shared.states import StepState
+from workers import step_runner
+from workers.context import current
+from workers.recording import refresh_skill_benchmarks
 
 
 @shared_task(name="skillq.ping")
 def ping() -> str:
     return "pong"
+
+
+@shared_task(name=canvas.EXECUTE, bind=True, acks_late=True)
+def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
+    """Run one step attempt; its record, not this return value, is the result."""
+    ctx = current()
+    job = step_runner.claim(ctx, step_run_id)
+    if job is None:
+        return "duplicate"
+    try:
+        result = step_runner.execute(ctx, job)
+    except Exception as exc:  # an executor bug still settles the step, with the reason
+        result = step_runner.Result(StepState.FAILED,
+                                    error=f"internal error: {type(exc).__name__}: {exc}",
+                                    error_kind="internal")
+    nudge = step_runner.finish(ctx, job, result)
+    if result.state != StepState.RUNNING:
+        refresh_skill_benchmarks(ctx, job.vault, job.skill)
+    if nudge:
+        canvas.request_advance(self.app, job.run_id)
+    return str(result.state)

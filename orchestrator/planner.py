@@ -1,0 +1,296 @@
+"""The planner: moves one pipeline run forward from what PostgreSQL records.
+
+Fan-out lists are known only at run time and Celery's own fan-in (chords) counts a
+redelivered task twice under at-least-once delivery, so fan-in is tracked here: each
+call locks the run's row, reads every step attempt, and decides what is ready, what
+finished, what died and what retries next. It is idempotent: calling it twice in a
+row dispatches nothing new. The caller commits, then sends the returned dispatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from shared.cache import input_hash
+from shared.db.models import PipelineRun, StepRun
+from shared.manifest import OnFailure
+from shared.plan import Plan, PlanStep
+from shared.refs import RefSyntaxError, parse_template
+from shared.resolve import ResolveError, Scope, resolve
+from shared.settings import Settings
+from shared.states import RunState, StepState, check_run, check_step
+from shared.store import pack, unpack
+
+MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    step_run_id: str
+    queue: str
+    countdown_s: float = 0.0
+
+
+@dataclass
+class Outcome:
+    dispatch: list[Dispatch] = field(default_factory=list)
+    advance_runs: list[str] = field(default_factory=list)  # parents to move on
+    finished: bool = False
+    watch_in_s: float | None = None
+
+
+def step_run_id(run_id: str, step_id: str, item: int, attempt: int) -> str:
+    return f"{run_id}/{step_id}/{item}/{attempt}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Advance:
+    def __init__(self, session: Session, run: PipelineRun, settings: Settings) -> None:
+        self.session = session
+        self.run = run
+        self.settings = settings
+        self.plan = Plan.model_validate(run.plan)
+        self.progress: dict[str, dict[str, Any]] = {k: dict(v) for k, v in
+                                                    (run.progress or {}).items()}
+        self.latest: dict[tuple[str, int], StepRun] = {}
+        rows = session.scalars(select(StepRun).where(StepRun.run_id == run.id)).all()
+        self.lost_count: dict[tuple[str, int], int] = {}
+        for row in rows:
+            key = (row.step_id, row.item_index)
+            if row.state == StepState.LOST:
+                self.lost_count[key] = self.lost_count.get(key, 0) + 1
+            if key not in self.latest or row.attempt > self.latest[key].attempt:
+                self.latest[key] = row
+        self.out = Outcome()
+        self.values: dict[str, Any] = {}
+
+    # -- attempts -----------------------------------------------------------------
+    def _next_attempt(self, row: StepRun, countdown_s: float = 0.0) -> None:
+        new = StepRun(id=step_run_id(row.run_id, row.step_id, row.item_index, row.attempt + 1),
+                      run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
+                      attempt=row.attempt + 1, skill=row.skill, version=row.version,
+                      state=StepState.PENDING, source=row.source, queue=row.queue,
+                      inputs=row.inputs, input_hash=row.input_hash,
+                      not_before=row.not_before)
+        self.session.add(new)
+        self.latest[(row.step_id, row.item_index)] = new
+        self.out.dispatch.append(Dispatch(new.id, new.queue, countdown_s))
+
+    def revive(self) -> None:
+        """Retry what failed transiently; re-dispatch what a dead worker held."""
+        now = _now()
+        dead_before = now - timedelta(seconds=self.settings.dead_after_s)
+        for key, row in list(self.latest.items()):
+            if row.state == StepState.RETRYING:
+                wait = (row.not_before - now).total_seconds() if row.not_before else 0.0
+                self._next_attempt(row, max(0.0, wait))
+            elif row.state == StepState.RUNNING and row.child_run_id is None \
+                    and row.heartbeat_at is not None and row.heartbeat_at < dead_before:
+                check_step(StepState.RUNNING, StepState.LOST)
+                row.state = StepState.LOST
+                row.finished_at = now
+                row.error = (f"worker {row.worker} stopped sending heartbeats (none since "
+                             f"{row.heartbeat_at:%H:%M:%S}); re-dispatched")
+                row.error_kind = "lost"
+                if self.lost_count.get(key, 0) + 1 >= MAX_LOST:
+                    self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} "
+                               "times running it")
+                    return
+                self._next_attempt(row)
+
+    # -- values ---------------------------------------------------------------------
+    def _items(self, step: PlanStep) -> list[StepRun | None]:
+        count = self.progress[step.id].get("items", 1)
+        if not step.fans_out:
+            return [self.latest.get((step.id, -1))]
+        return [self.latest.get((step.id, i)) for i in range(count)]
+
+    def value(self, step: PlanStep) -> Any:
+        if step.id in self.values:
+            return self.values[step.id]
+        results = []
+        for row in self._items(step):
+            assert row is not None
+            if row.state == StepState.SUCCEEDED:
+                results.append(unpack(self.session, row.outputs))
+            elif step.on_failure is OnFailure.CONTINUE:
+                results.append(None)
+        value = results if step.fans_out else (results[0] if results else None)
+        self.values[step.id] = value
+        return value
+
+    def scope(self, item: Any = None, has_item: bool = False) -> Scope:
+        done = [s for s in self.plan.steps if self.progress.get(s.id, {}).get("state") == "done"]
+        return Scope(inputs=self.run.inputs, steps={s.id: self.value(s) for s in done},
+                     fan_out=frozenset(s.id for s in done if s.fans_out),
+                     array_outputs={s.id: frozenset(s.array_outputs) for s in done},
+                     item=item, has_item=has_item)
+
+    # -- the run ----------------------------------------------------------------------
+    def _fail(self, step_id: str, item: int | None, error: str) -> None:
+        run = self.run
+        check_run(RunState(run.state), RunState.FAILED)
+        where = f"step '{step_id}'" + (f" item {item}" if item is not None and item >= 0 else "")
+        run.state = RunState.FAILED
+        run.error = f"{where} failed: {error}"
+        run.failed_step = step_id
+        run.failed_item = item if item is not None and item >= 0 else None
+        run.finished_at = _now()
+        self.out.finished = True
+
+    def _launch(self, step: PlanStep) -> None:
+        scope = self.scope()
+        items: list[Any] = [None]
+        if step.fans_out:
+            listed = resolve(step.for_each, scope)
+            if not isinstance(listed, list):
+                raise ResolveError(f"for_each gave {type(listed).__name__}, not a list")
+            items = listed
+        self.progress[step.id] = {"state": "running", "items": len(items)}
+        if not items:  # a fan-out over nothing continues at once (no empty chord)
+            self.progress[step.id]["state"] = "done"
+            return
+        for index, item in enumerate(items):
+            item_scope = self.scope(item, has_item=step.fans_out)
+            inputs = {}
+            for key, expr in step.with_.items():
+                try:
+                    inputs[key] = resolve(expr, item_scope)
+                except ResolveError:
+                    if _optional_input(expr, self.run.inputs):
+                        continue  # not given: the called skill's default applies
+                    raise
+            row = StepRun(id=step_run_id(self.run.id, step.id, index if step.fans_out else -1,
+                                         1),
+                          run_id=self.run.id, step_id=step.id,
+                          item_index=index if step.fans_out else -1, attempt=1,
+                          skill=step.skill, version=step.version, state=StepState.PENDING,
+                          source=self.run.source, queue=step.queue,
+                          inputs=pack(self.session, inputs, self.settings.inline_output_bytes),
+                          input_hash=input_hash(inputs))
+            self.session.add(row)
+            self.latest[(step.id, row.item_index)] = row
+            self.out.dispatch.append(Dispatch(row.id, row.queue))
+
+    def _settle(self, step: PlanStep) -> bool:
+        """Mark a running step done when every item is final; False if the run failed."""
+        rows = self._items(step)
+        if any(r is None or not StepState(r.state).final for r in rows):
+            return True
+        failed = [r for r in rows if r is not None and r.state == StepState.FAILED]
+        every = len(failed) == len(rows)
+        if failed and (step.on_failure is OnFailure.ABORT or (every and
+                       (step.fans_out or step.on_failure is OnFailure.SKIP))):
+            first = failed[0]
+            error = first.error or "failed"
+            if every and len(rows) > 1:
+                error = f"every one of its {len(rows)} items failed; the first: {error}"
+            self._fail(step.id, first.item_index, error)
+            return False
+        for row in failed:
+            if step.on_failure is OnFailure.SKIP:
+                row.state = StepState.SKIPPED
+        self.progress[step.id]["state"] = "done"
+        return True
+
+    def step_forward(self) -> None:
+        changed = True
+        while changed and not self.out.finished:
+            changed = False
+            for step in self.plan.steps:
+                state = self.progress.get(step.id, {}).get("state", "waiting")
+                if state == "running":
+                    if not self._settle(step):
+                        return
+                    changed |= self.progress[step.id]["state"] == "done"
+                elif state == "waiting" and all(
+                        self.progress.get(d, {}).get("state") == "done" for d in step.after):
+                    try:
+                        self._launch(step)
+                    except ResolveError as exc:
+                        self._fail(step.id, None, str(exc))
+                        return
+                    changed |= self.progress[step.id]["state"] == "done"
+        if all(self.progress.get(s.id, {}).get("state") == "done" for s in self.plan.steps):
+            self._succeed()
+
+    def _succeed(self) -> None:
+        run = self.run
+        try:
+            if self.plan.outputs_of is not None:
+                outputs = self.value(self.plan.step(self.plan.outputs_of))
+            else:
+                scope = self.scope()
+                outputs = {name: resolve(expr, scope) for name, expr in self.plan.outputs.items()}
+        except ResolveError as exc:
+            self._fail("outputs", None, str(exc))
+            return
+        check_run(RunState(run.state), RunState.SUCCEEDED)
+        run.state = RunState.SUCCEEDED
+        run.outputs = pack(self.session, outputs, self.settings.inline_output_bytes)
+        run.finished_at = _now()
+        self.out.finished = True
+
+
+def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
+    """A lone ${inputs.x} whose optional input x was not given."""
+    if not isinstance(expr, str):
+        return False
+    try:
+        ref = parse_template(expr).single
+    except RefSyntaxError:
+        return False
+    return ref is not None and ref.kind == "input" and ref.name not in given
+
+
+def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
+    run = session.get(PipelineRun, run_id, with_for_update=True)
+    if run is None or RunState(run.state).terminal:
+        return Outcome(finished=run is not None)
+    if run.state == RunState.PENDING:
+        check_run(RunState.PENDING, RunState.RUNNING)
+        run.state = RunState.RUNNING
+        run.started_at = _now()
+    work = _Advance(session, run, settings)
+    work.revive()
+    if not work.out.finished:
+        work.step_forward()
+    run.progress = work.progress
+    if work.out.finished:
+        _finish_parent(session, run, work.out)
+    else:
+        now = _now()
+        if run.watch_at is None or run.watch_at <= now:
+            # One watchdog per run, so a dead worker is noticed with nobody watching.
+            delay = settings.dead_after_s / 2
+            run.watch_at = now + timedelta(seconds=delay)
+            work.out.watch_in_s = delay
+    return work.out
+
+
+def _finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
+    """A nested orchestrator's run settles the parent step that started it."""
+    if run.parent_step_run_id is None:
+        return
+    parent = session.get(StepRun, run.parent_step_run_id, with_for_update=True)
+    if parent is None or StepState(parent.state).terminal:
+        return
+    parent.finished_at = _now()
+    if parent.started_at is not None:
+        parent.duration_ms = (parent.finished_at - parent.started_at).total_seconds() * 1000
+    if run.state == RunState.SUCCEEDED:
+        parent.state = StepState.SUCCEEDED
+        parent.outputs = run.outputs
+    else:
+        parent.state = StepState.FAILED
+        parent.error = f"nested run {run.id} of {run.skill}: {run.error}"
+        parent.error_kind = "nested"
+    out.advance_runs.append(parent.run_id)

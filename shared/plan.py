@@ -1,0 +1,87 @@
+"""A run's plan: the frozen, typed steps a pipeline run executes, stored with the run.
+
+A leaf skill run directly is a plan of one step; an orchestrator's steps are copied
+with what the planner needs at run time (queue, fan-out, which outputs are arrays),
+so a run keeps going the same way even if the vault changes under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field
+
+from shared.manifest import Frozen, Manifest, OnFailure
+from shared.queues import CONTROL_QUEUE, queue_for
+from shared.skill import Skill
+from shared.stepgraph import step_dependencies
+
+StepKind = Literal["script", "orchestrator", "instructions"]
+
+
+class PlanStep(Frozen):
+    id: str
+    skill: str
+    version: int
+    kind: StepKind
+    queue: str
+    for_each: Any = None
+    with_: Mapping[str, Any] = Field(default_factory=dict, alias="with")
+    on_failure: OnFailure = OnFailure.ABORT
+    after: tuple[str, ...] = ()  # every step it waits for (references and needs)
+    array_outputs: tuple[str, ...] = ()
+    retries: int = 0
+    timeout_s: float | None = None
+
+    @property
+    def fans_out(self) -> bool:
+        return self.for_each is not None
+
+
+class Plan(Frozen):
+    skill: str
+    version: int
+    steps: tuple[PlanStep, ...]
+    outputs: Mapping[str, str] = Field(default_factory=dict)  # output name -> reference
+    outputs_of: str | None = None  # a leaf run's outputs are this step's outputs
+    # The caller's working directory: scripts resolve relative paths against it
+    # (SKILLQ_WORKDIR), where it exists on the machine running them.
+    workdir: str | None = None
+
+    def step(self, step_id: str) -> PlanStep:
+        return next(s for s in self.steps if s.id == step_id)
+
+
+def _queue(callee: Manifest) -> str:
+    return CONTROL_QUEUE if callee.is_orchestrator else str(queue_for(callee.effective_approach))
+
+
+def _plan_step(step_id: str, callee: Skill, **fields: Any) -> PlanStep:
+    m = callee.manifest
+    return PlanStep.model_validate({
+        "id": step_id, "skill": callee.name, "version": m.version, "kind": m.kind,
+        "queue": _queue(m),
+        "array_outputs": tuple(o.name for o in m.outputs if o.value_type.is_array),
+        "retries": m.run.retries if m.run else 0,
+        "timeout_s": m.run.timeout if m.run else None, **fields})
+
+
+def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, Any],
+               workdir: str | None = None) -> Plan:
+    """The plan for running ``skill`` with inputs ``given`` (already checked)."""
+    m = skill.manifest
+    if not m.is_orchestrator:
+        step = _plan_step(skill.name, skill,
+                          **{"with": {k: f"${{inputs.{k}}}" for k in given}})
+        return Plan(skill=skill.name, version=m.version, steps=(step,), outputs_of=skill.name,
+                    workdir=workdir)
+    deps = step_dependencies(m)
+    steps = tuple(
+        _plan_step(s.id, skills[s.skill_name], for_each=s.for_each,
+                   on_failure=s.on_failure, after=tuple(deps[s.id]),
+                   **{"with": dict(s.with_)})
+        for s in m.steps or ())
+    outputs = {o.name: o.from_ for o in m.outputs if o.from_ is not None}
+    return Plan(skill=skill.name, version=m.version, steps=steps, outputs=outputs,
+                workdir=workdir)

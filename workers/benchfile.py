@@ -1,0 +1,104 @@
+"""A skill's benchmarks.json: its human-readable window onto PostgreSQL's run history.
+
+The file's runs (the last 20) and aggregates are recomputed from the database under a
+file lock each time, so many items finishing at once never lose an update: the newest
+writer writes what the database holds, whoever came first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from shared.atomic import write_json
+from shared.db.models import PipelineRun, StepRun
+from shared.skill import BENCHMARKS, Skill
+from shared.skillfiles import RUN_WINDOW
+from shared.states import RunState, StepState
+
+_FINAL_STEPS = (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED)
+_FINAL_RUNS = (RunState.SUCCEEDED, RunState.FAILED)
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    final = StepRun.state.in_([s.value for s in _FINAL_STEPS])
+    rows = session.execute(
+        select(StepRun, PipelineRun.skill).join(PipelineRun, PipelineRun.id == StepRun.run_id)
+        .where(StepRun.skill == skill, final)
+        .order_by(StepRun.finished_at.desc()).limit(RUN_WINDOW)).all()
+    runs = [{"run_id": r.id, "test_id": None, "timestamp": _iso(r.finished_at),
+             "source": r.source, "daemon_id": r.daemon or r.worker,
+             "duration_ms": round(r.duration_ms or 0.0, 1), "cost_usd": r.cost_usd,
+             "tokens": {"input": r.tokens_in, "output": r.tokens_out},
+             "success": r.state == StepState.SUCCEEDED, "error": r.error,
+             "triggered_by": parent if parent != skill else None,
+             "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
+            for r, parent in reversed(rows)]
+    agg = session.execute(select(
+        func.count(), func.avg(case((StepRun.state == StepState.SUCCEEDED, 1.0), else_=0.0)),
+        func.avg(StepRun.duration_ms), func.avg(StepRun.cost_usd), func.max(StepRun.finished_at),
+    ).where(StepRun.skill == skill, final)).one()
+    return runs, _aggregates(agg)
+
+
+def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
+                                                          dict[str, Any]]:
+    final = PipelineRun.state.in_([s.value for s in _FINAL_RUNS])
+    duration = func.extract("epoch", PipelineRun.finished_at - PipelineRun.started_at) * 1000
+    rows = session.execute(
+        select(PipelineRun, duration).where(PipelineRun.skill == skill, final)
+        .order_by(PipelineRun.finished_at.desc()).limit(RUN_WINDOW)).all()
+    runs = [{"run_id": r.id, "test_id": None, "timestamp": _iso(r.finished_at),
+             "source": r.source, "daemon_id": None, "duration_ms": round(float(ms or 0), 1),
+             "cost_usd": 0.0, "tokens": {"input": 0, "output": 0},
+             "success": r.state == RunState.SUCCEEDED, "error": r.error,
+             "triggered_by": r.triggered_by, "input_hash": r.input_hash,
+             "version": r.version, "cache_hit": False}
+            for r, ms in reversed(rows)]
+    agg = session.execute(select(
+        func.count(), func.avg(case((PipelineRun.state == RunState.SUCCEEDED, 1.0), else_=0.0)),
+        func.avg(duration), func.avg(0.0), func.max(PipelineRun.finished_at),
+    ).where(PipelineRun.skill == skill, final)).one()
+    return runs, _aggregates(agg)
+
+
+def _aggregates(row: Any) -> dict[str, Any]:
+    total, rate, avg_ms, avg_cost, last = row
+    return {"total_runs": int(total),
+            "success_rate": None if rate is None else round(float(rate), 4),
+            "avg_duration_ms": None if avg_ms is None else round(float(avg_ms), 1),
+            "avg_cost_usd": None if avg_cost is None else round(float(avg_cost), 6),
+            "last_run": _iso(last)}
+
+
+def refresh(session: Session, skill: Skill, locks: Path) -> Path:
+    """Rewrite ``skill``'s benchmarks.json runs and aggregates from the database."""
+    runs, aggregates = (_pipeline_runs if skill.manifest.is_orchestrator else _leaf_runs)(
+        session, skill.name)
+    path = skill.folder / BENCHMARKS
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(locks / f"{skill.name}.benchmarks.lock"), timeout=60):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            data = {}
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return path  # the user's broken file is theirs to fix; never overwrite it
+        if not isinstance(data, dict):
+            return path
+        data.setdefault("skill", skill.name)
+        data["version"] = skill.manifest.version
+        data.setdefault("tests", [])
+        data["runs"] = runs
+        data["aggregates"] = aggregates
+        write_json(path, data)
+    return path
