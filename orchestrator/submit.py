@@ -35,10 +35,11 @@ def checked(vault: Vault, skill: Skill) -> None:
 
 def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
                source: str, triggered_by: str | None = None,
-               parent_step_run_id: str | None = None, workdir: str | None = None) -> str:
+               parent_step_run_id: str | None = None, workdir: str | None = None,
+               plan: Plan | None = None) -> str:
     """Insert a pending run of ``skill`` (the caller commits, then requests an advance)."""
     inputs = resolve_inputs(skill.manifest, given)
-    plan: Plan = build_plan(skill, vault.skills, inputs, workdir=workdir)
+    plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
     run = PipelineRun(id=new_run_id(), skill=skill.name, version=skill.manifest.version,
                       state=RunState.PENDING, source=source, vault=str(vault.root),
                       plan=plan.model_dump(mode="json", by_alias=True), inputs=inputs,

@@ -1,0 +1,177 @@
+"""`skillq run`, `skillq runs`, `skillq run-show`, `skillq worker`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator import canvas
+from orchestrator.cli.common import VaultOption, err, out, vault
+from orchestrator.cli.run_view import render_tree
+from orchestrator.connect import Connection, connect, consumed_queues
+from orchestrator.history import descendant_run_ids, latest_states, recent_runs, run_tree
+from orchestrator.submit import checked, create_run
+from shared.db.models import PipelineRun
+from shared.db.session import transaction
+from shared.errors import SkillqError
+from shared.inputs import parse_cli_inputs
+from shared.plan import Plan, build_plan
+from shared.queues import CONTROL_QUEUE
+from shared.states import RunState
+from shared.store import unpack
+from shared.vault import Vault
+
+POLL_S = 0.25
+
+
+class PipelineFailed(SkillqError):
+    exit_code = 1
+
+
+class NoWorker(SkillqError):
+    exit_code = 1
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("runs")(runs)
+    app.command("run-show")(run_show)
+    app.command("worker")(worker)
+
+
+def _queues(vault: Vault, plan: Plan) -> dict[str, str]:
+    """Queue -> a step that needs it, through nested orchestrators too."""
+    needed = {CONTROL_QUEUE: "(the planner)"}
+    for step in plan.steps:
+        needed.setdefault(step.queue, step.id)
+        if step.kind == "orchestrator":
+            inner = build_plan(vault.skills[step.skill], vault.skills, {})
+            for queue, sid in _queues(vault, inner).items():
+                needed.setdefault(queue, f"{step.id}/{sid}")
+    return needed
+
+
+def run(
+    name: str,
+    inputs: Annotated[list[str] | None, typer.Option(
+        "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
+    inputs_file: Annotated[Path | None, typer.Option(
+        "--inputs-file", help="A JSON object of input values.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the outputs, as JSON.")
+                       ] = False,
+    detach: Annotated[bool, typer.Option("--detach", help="Print the run id and return.")
+                      ] = False,
+    vault_opt: VaultOption = None,
+) -> None:
+    """Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input."""
+    loaded = vault(vault_opt)
+    skill = loaded.get(name)
+    checked(loaded, skill)
+    given = parse_cli_inputs(skill.manifest, inputs or [], inputs_file)  # exit 2 when bad
+    plan = build_plan(skill, loaded.skills, given, workdir=str(Path.cwd()))
+    conn = connect()
+    missing = _unserved(conn, loaded, plan)
+    if missing:
+        raise NoWorker(missing)
+    with transaction(conn.endpoints.database_url) as session:
+        run_id = create_run(session, loaded, skill, given, source="production",
+                            triggered_by="cli", plan=plan)
+    canvas.request_advance(conn.app, run_id)
+    if detach:
+        out.print(run_id, markup=False)
+        return
+    final = _wait(conn, run_id, as_json)
+    _report(conn, final, as_json)
+
+
+def _unserved(conn: Connection, loaded: Vault, plan: Plan) -> str | None:
+    needed = _queues(loaded, plan)
+    served = consumed_queues(conn.app)
+    lacking = {q: s for q, s in needed.items() if q not in served}
+    if not lacking:
+        return None
+    parts = [f"step '{s}' needs queue '{q}'" for q, s in lacking.items()]
+    return ("no online worker consumes what this run needs: " + "; ".join(parts)
+            + ". Start one with `skillq worker --queues " + ",".join(lacking) + "`")
+
+
+def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False, disable=quiet) as bar:
+        task = bar.add_task(f"{run_id}", total=None)
+        while True:
+            with transaction(conn.endpoints.database_url) as session:
+                run = session.get(PipelineRun, run_id)
+                assert run is not None
+                counts = latest_states(session, descendant_run_ids(session, run_id))
+                if RunState(run.state).terminal:
+                    session.expunge(run)
+                    return run
+            done = counts.get("succeeded", 0) + counts.get("skipped", 0) \
+                + counts.get("failed", 0)
+            detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "starting"
+            bar.update(task, total=sum(counts.values()) or None, completed=done,
+                       description=f"{run_id}: {detail}")
+            time.sleep(POLL_S)
+
+
+def _report(conn: Connection, run: PipelineRun, as_json: bool) -> None:
+    if run.state != RunState.SUCCEEDED:
+        raise PipelineFailed(f"run {run.id} of {run.skill} aborted: {run.error}")
+    with transaction(conn.endpoints.database_url) as session:
+        outputs: Any = unpack(session, run.outputs)
+    if not as_json:
+        err.print(f"✓ {run.skill} succeeded (run {run.id})", style="green")
+    print(json.dumps(outputs, indent=None if as_json else 2, ensure_ascii=False))
+    sys.stdout.flush()
+
+
+def runs(name: Annotated[str | None, typer.Argument(help="Only this skill's runs.")] = None,
+         limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20) -> None:
+    """Pipeline run history."""
+    conn = connect(workers=False)
+    table = Table(title="runs")
+    for column in ("run", "skill", "v", "state", "source", "started", "duration", "error"):
+        table.add_column(column, overflow="fold")
+    with transaction(conn.endpoints.database_url) as session:
+        for r in recent_runs(session, name, limit):
+            took = (r.finished_at - r.started_at).total_seconds() \
+                if r.finished_at and r.started_at else None
+            table.add_row(r.id, r.skill, str(r.version), r.state, r.source,
+                          f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{took:.2f}s" if took else "-",
+                          (r.error or "")[:120])
+    out.print(table)
+
+
+def run_show(run_id: str) -> None:
+    """One run as a tree of steps: status, worker, attempts, duration and error."""
+    conn = connect(workers=False)
+    with transaction(conn.endpoints.database_url) as session:
+        tree = run_tree(session, run_id)
+        if tree is None:
+            raise PipelineFailed(f"no run {run_id}; `skillq runs` lists them")
+        out.print(render_tree(tree))
+
+
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues, e.g. default,control.")
+                      ] = "default,control",
+    concurrency: Annotated[int, typer.Option(help="Processes (1 for dom0 and cmd0).")] = 2,
+    name: Annotated[str | None, typer.Option(help="Worker name.")] = None,
+) -> None:
+    """Serve queues in the foreground with the configured broker and database."""
+    from workers.main import main as worker_main
+
+    conn = connect(workers=False)
+    os.environ.update(conn.endpoints.env())
+    worker_main(["--queues", queues, "--concurrency", str(concurrency),
+                 *(["--name", name] if name else [])])

@@ -1,0 +1,66 @@
+"""Reading run records back: lists of runs and one run's tree (repository functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from shared.db.models import PipelineRun, StepRun
+
+
+def recent_runs(session: Session, skill: str | None, limit: int = 20) -> Sequence[PipelineRun]:
+    query = select(PipelineRun).where(PipelineRun.parent_step_run_id.is_(None))
+    if skill:
+        query = query.where(PipelineRun.skill == skill)
+    return session.scalars(query.order_by(PipelineRun.created_at.desc()).limit(limit)).all()
+
+
+@dataclass
+class RunTree:
+    run: PipelineRun
+    steps: list[StepRun]  # every attempt, in step order then item then attempt
+    children: dict[str, RunTree] = field(default_factory=dict)  # by parent step-run id
+
+
+def run_tree(session: Session, run_id: str) -> RunTree | None:
+    run = session.get(PipelineRun, run_id)
+    if run is None:
+        return None
+    rows = list(session.scalars(select(StepRun).where(StepRun.run_id == run_id)
+                                .order_by(StepRun.created_at, StepRun.item_index,
+                                          StepRun.attempt)).all())
+    tree = RunTree(run, rows)
+    for row in rows:
+        if row.child_run_id:
+            child = run_tree(session, row.child_run_id)
+            if child is not None:
+                tree.children[row.id] = child
+    return tree
+
+
+def latest_states(session: Session, run_ids: Sequence[str]) -> dict[str, int]:
+    """Counts of the newest attempt's state of every step item of these runs."""
+    newest = (select(StepRun.run_id, StepRun.step_id, StepRun.item_index,
+                     func.max(StepRun.attempt).label("attempt"))
+              .where(StepRun.run_id.in_(run_ids))
+              .group_by(StepRun.run_id, StepRun.step_id, StepRun.item_index).subquery())
+    rows = session.execute(
+        select(StepRun.state, func.count()).join(
+            newest, (StepRun.run_id == newest.c.run_id) & (StepRun.step_id == newest.c.step_id)
+            & (StepRun.item_index == newest.c.item_index)
+            & (StepRun.attempt == newest.c.attempt))
+        .group_by(StepRun.state)).all()
+    return {state: int(count) for state, count in rows}
+
+
+def descendant_run_ids(session: Session, run_id: str) -> list[str]:
+    ids, frontier = [run_id], [run_id]
+    while frontier:
+        children = session.scalars(select(StepRun.child_run_id).where(
+            StepRun.run_id.in_(frontier), StepRun.child_run_id.is_not(None))).all()
+        frontier = [c for c in children if c and c not in ids]
+        ids.extend(frontier)
+    return ids
