@@ -18,6 +18,12 @@ def ping() -> str:
     return "pong"
 
 
+@shared_task(name="skillq.whoami", bind=True)
+def whoami(self: Task[Any, Any]) -> str:
+    """The node name of the worker that ran it: shows which worker a queue reaches."""
+    return str(self.request.hostname)
+
+
 @shared_task(name=canvas.EXECUTE, bind=True, acks_late=True)
 def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
     """Run one step attempt; its record, not this return value, is the result."""

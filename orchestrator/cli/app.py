@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from orchestrator.cli import export_cmds, graph_cmd, new_cmd, run_cmds, vault_cmds
+from orchestrator.cli import export_cmds, graph_cmd, new_cmd, run_cmds, stack_cmds, vault_cmds
 from orchestrator.cli.common import err
 from shared.errors import SkillqError
 
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds):
+for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, stack_cmds):
     module.register(app)
 
 

@@ -1,0 +1,85 @@
+"""`skillq up`, `skillq down`, `skillq status`: the local stack (servers and workers).
+
+Progress goes to stderr (a spinner only on a terminal); results go to stdout.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.common import err, out
+from orchestrator.embedded import resolve_endpoints, stop_embedded
+from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
+from shared.settings import get_settings
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up)
+    app.command("down")(down)
+    app.command("status")(status)
+
+
+def up(
+    timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for every worker to answer.")] = 60.0,
+) -> None:
+    """Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are
+    set) and one worker per queue class. Already running parts are reused."""
+    settings = get_settings()
+    home = settings.home.expanduser().resolve()
+    with err.status("starting Redis and PostgreSQL…") as spinner:
+        endpoints = resolve_endpoints(settings, start=True)
+        spinner.update("starting workers…")
+        procs = start_workers(home, endpoints)
+        wait_ready(endpoints, [p.worker.name for p in procs], timeout, home=home,
+                   progress=lambda n, total: spinner.update(
+                       f"waiting for workers: {n}/{total} ready…"))
+    for label, url in (("broker", endpoints.broker_url), ("results", endpoints.result_backend),
+                       ("database", endpoints.database_url)):
+        out.print(f"{label:<9} {_redacted(url)}", markup=False)
+    for proc in procs:
+        state = "already running" if proc.reused else "started"
+        out.print(f"worker {proc.worker.name:<8} pid {proc.pid:<7} queues "
+                  f"{','.join(proc.worker.queues)}, concurrency {proc.worker.concurrency} "
+                  f"({state})", markup=False)
+    out.print(f"logs in {home / 'logs'}; stop with `skillq down`", markup=False)
+
+
+def down(
+    timeout: Annotated[float, typer.Option(
+        help="Seconds a worker may take to finish its running steps before it is killed."
+    )] = 30.0,
+) -> None:
+    """Stop the local workers, then the embedded servers (graceful, then killed)."""
+    home = get_settings().home.expanduser().resolve()
+    with err.status("stopping workers…") as spinner:
+        workers = stop_workers(home, timeout_s=timeout)
+        spinner.update("stopping Redis and PostgreSQL…")
+        servers = stop_embedded(home)
+    stopped = [f"worker {name}" for name in workers] + servers
+    out.print(f"stopped: {', '.join(stopped)}" if stopped else f"nothing was running under {home}",
+              markup=False)
+
+
+def status() -> None:
+    """What runs under SKILLQ_HOME: embedded servers and workers, with pids and ports."""
+    home = get_settings().home.expanduser().resolve()
+    services = stack_status(home)
+    if not services:
+        out.print(f"nothing started under {home}; `skillq up` starts the stack", markup=False)
+        return
+    table = Table("name", "state", "pid", "detail", title=f"skillq stack in {home}",
+                  title_justify="left")
+    for svc in services:
+        table.add_row(svc.name, "[green]running[/]" if svc.running else "[red]stopped[/]",
+                      str(svc.pid or "-"), svc.detail)
+    out.print(table)
+
+
+def _redacted(url: str) -> str:
+    """A configured URL may carry a password: never print it."""
+    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)

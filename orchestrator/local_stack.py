@@ -1,0 +1,293 @@
+"""The local workers: one Celery worker process per queue class on this machine.
+
+One worker cannot hold different concurrency per queue (celery#1599), so each class is its
+own process, and no general worker lists dom0 or cmd0 (it would share their tasks). They
+are detached (own session; pidfile, log under home): `skillq up` exits, `skillq down` finds
+them. The process helpers and the stack lock, used by the embedded servers too, live here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import filelock
+
+from shared.atomic import write_text
+from shared.endpoints import Endpoints
+from shared.errors import ConfigError
+from shared.queues import CONTROL_QUEUE, QueueClass
+from shared.settings import Settings, get_settings
+
+LOCK_TIMEOUT_S = 120.0
+
+
+class WorkerClass(NamedTuple):
+    name: str
+    queues: tuple[str, ...]
+    concurrency: int
+
+
+WORKER_CLASSES: tuple[WorkerClass, ...] = (
+    WorkerClass("default", (QueueClass.DEFAULT.value, CONTROL_QUEUE), os.cpu_count() or 1),
+    WorkerClass("agent", (QueueClass.AGENT.value,), 2),
+    WorkerClass("gpu", (QueueClass.GPU.value,), 1),
+    WorkerClass("dom0", (QueueClass.DOM0.value,), 1),  # one browser per machine
+    WorkerClass("cmd0", (QueueClass.CMD0.value,), 1),  # one screen, mouse and keyboard
+)
+
+
+class WorkerProc(NamedTuple):
+    worker: WorkerClass
+    pid: int
+    reused: bool  # already running from an earlier `skillq up`
+
+
+class Service(NamedTuple):  # a process of the local stack: a row of `skillq status`
+    name: str
+    pid: int | None
+    running: bool
+    detail: str
+
+
+def nodename(worker: str) -> str:
+    return f"{worker}@{socket.gethostname()}"  # as workers.main names its worker
+
+
+def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
+    """One detached worker per class, reusing those already running against the same broker."""
+    home = home.expanduser().resolve()
+    env, procs = _worker_env(home, endpoints), []
+    with stack_lock(home):
+        for sub in ("run", "logs"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        for worker in WORKER_CLASSES:
+            pidfile, log = _pidfile(home, worker.name), home / f"logs/worker-{worker.name}.log"
+            pid = read_pid(pidfile)
+            if pid and _is_worker(pid, worker.name):
+                if _serves(pid, endpoints):
+                    procs.append(WorkerProc(worker, pid, reused=True))
+                    continue
+                # it talks to another broker (the URLs changed since): replace it
+                stop_pids([(pid, signal.SIGTERM)], group=True, timeout_s=30)
+            argv = [sys.executable, "-m", "workers.main", "--queues", ",".join(worker.queues),
+                    "--concurrency", str(worker.concurrency), "--name", worker.name]
+            with log.open("ab") as fh:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fh,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            started.append(proc)
+            write_text(pidfile, f"{proc.pid}\n")
+            procs.append(WorkerProc(worker, proc.pid, reused=False))
+    return procs
+
+
+def wait_ready(endpoints: Endpoints, classes: Iterable[str], timeout_s: float, *,
+               home: Path | None = None,
+               progress: Callable[[int, int], None] | None = None) -> None:
+    """Return once each class's worker answers a Celery ping; show nothing itself.
+
+    With home, a worker whose process has exited fails at once, with its log's last lines,
+    rather than after the whole timeout. progress(ready, wanted) is called on each round.
+    """
+    from shared.celery_app import create_app  # here: importing Celery costs ~0.3 s
+
+    wanted = {nodename(name): name for name in classes}
+    ready: set[str] = set()
+    app = create_app(get_settings(), broker_url=endpoints.broker_url,
+                     result_backend=endpoints.result_backend)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending := sorted(set(wanted) - ready):
+            for reply in app.control.ping(destination=pending, timeout=0.5) or []:
+                ready.update(name for name in reply if name in wanted)
+            if progress:
+                progress(len(ready), len(wanted))
+            for name in (wanted[n] for n in pending if n not in ready):
+                if home and not pid_alive(read_pid(_pidfile(home, name))):
+                    log = home / f"logs/worker-{name}.log"
+                    raise ConfigError(f"worker {name} exited; last lines of {log}:\n{tail(log)}")
+            if time.monotonic() > deadline:
+                late = ", ".join(wanted[n] for n in pending if n not in ready)
+                raise ConfigError(f"workers not ready after {timeout_s:.0f}s: {late}")
+    finally:
+        app.close()
+
+
+def stop_workers(home: Path, timeout_s: float = 30.0) -> list[str]:
+    """SIGTERM each worker (warm shutdown: running steps finish), SIGKILL its group after
+    timeout_s; remove the pidfiles. Return the classes that were running."""
+    home = home.expanduser().resolve()
+    if not (home / "run").is_dir():
+        return []
+    with stack_lock(home):
+        pidfiles = sorted((home / "run").glob("worker-*.pid"))
+        live = [(pid, f.stem.removeprefix("worker-")) for f in pidfiles
+                if (pid := read_pid(f)) and _is_worker(pid, f.stem.removeprefix("worker-"))]
+        stop_pids([(pid, signal.SIGTERM) for pid, _ in live], group=True, timeout_s=timeout_s)
+        for pidfile in pidfiles:
+            pidfile.unlink(missing_ok=True)
+    return [name for _, name in live]
+
+
+def stack_status(home: Path) -> list[Service]:
+    """The embedded servers and workers ever started under home, running or not."""
+    from orchestrator.embedded import embedded_status  # here: embedded imports this module
+
+    home = home.expanduser().resolve()
+    found = embedded_status(home)
+    for worker in WORKER_CLASSES:
+        pidfile = _pidfile(home, worker.name)
+        if pidfile.exists():
+            pid = read_pid(pidfile)
+            running = pid is not None and _is_worker(pid, worker.name)
+            found.append(Service(f"worker {worker.name}", pid, running,
+                                 f"queues {','.join(worker.queues)}, "
+                                 f"concurrency {worker.concurrency}"))
+    return found
+
+
+def _pidfile(home: Path, worker: str) -> Path:
+    return home / f"run/worker-{worker}.pid"
+
+
+def _is_worker(pid: int, name: str) -> bool:
+    """pid is alive and is `python -m workers.main ... --name <name>`, not a reused pid."""
+    argv = cmdline(pid) if pid_alive(pid) else []
+    return argv is None or ("workers.main" in argv and "--name" in argv[:-1]
+                            and argv[argv.index("--name") + 1] == name)
+
+
+def _serves(pid: int, endpoints: Endpoints) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc: trust it
+    return f"SKILLQ_BROKER_URL={endpoints.broker_url}".encode() in environ
+
+
+def _worker_env(home: Path, endpoints: Endpoints) -> dict[str, str]:
+    """This environment, its SKILLQ_* settings made explicit (.env values, relative paths
+    resolved here), then the endpoints and home."""
+    settings, env = get_settings(), dict(os.environ)
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if value is not None:
+            env[f"SKILLQ_{field.upper()}"] = str(
+                value.expanduser().resolve() if isinstance(value, Path) else value)
+    env.update(endpoints.env(), SKILLQ_HOME=str(home))
+    return env
+
+
+# -- processes and the lock (the embedded servers use these too) ---------------------------
+
+# Handles of what this process started: dropping a running Popen warns; pid_alive reaps.
+started: list[subprocess.Popen[bytes]] = []
+
+
+@contextlib.contextmanager
+def stack_lock(home: Path) -> Iterator[None]:
+    """One starter or stopper at a time, so two `skillq run` never start two servers."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # queued payloads, logs: private
+    try:  # only the acquire can time out: nothing under the lock takes another filelock
+        with filelock.FileLock(str(home / "stack.lock"), timeout=LOCK_TIMEOUT_S):
+            yield
+    except filelock.Timeout as exc:
+        raise ConfigError(f"another skillq has held {home / 'stack.lock'} for "
+                          f"{LOCK_TIMEOUT_S:.0f}s; is it stuck starting the stack?") from exc
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_alive(pid: int | None) -> bool:
+    """A live process. A zombie counts as dead (and is reaped if ours): where init does not
+    reap orphans (some containers), each killed server stays one, and kill(pid, 0) works."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    fields = _stat(Path(f"/proc/{pid}"))
+    if fields is None:
+        return True  # no /proc (macOS): the signal probe is all there is
+    if (state := fields[0]) == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    return state != "Z"
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """The process's argv, or None where /proc is missing (callers then trust the pidfile)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").rstrip("\0").split("\0")
+
+
+def runs(pid: int | None, needle: str) -> bool:
+    """pid is alive and its command line mentions needle: a reused pid is not our server."""
+    if pid is None or not pid_alive(pid):
+        return False
+    argv = cmdline(pid)
+    return argv is None or any(needle in arg for arg in argv)
+
+
+def stop_pids(targets: Sequence[tuple[int, signal.Signals]], *, group: bool,
+              timeout_s: float) -> None:
+    """Send each its graceful signal, wait, then SIGKILL what is left (its group, if group).
+
+    The graceful signal goes to the process only: a Celery worker's pool children reset
+    SIGTERM and would die mid-step; the worker itself drains them (warm shutdown).
+    """
+    for pid, sig in targets:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    pending = [pid for pid, _ in targets]
+    for wait_s, then_kill in ((timeout_s, True), (5.0, False)):
+        end = time.monotonic() + wait_s
+        while pending and time.monotonic() < end:
+            time.sleep(0.05)
+            groups = _live_groups() if group else set()
+            pending = [pid for pid in pending if pid_alive(pid) or pid in groups]
+        for pid in pending if then_kill else ():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+
+
+def _live_groups() -> set[int]:
+    """Process groups with a live member (killpg(pgid, 0) would count zombies too). Without
+    /proc, none: only the leaders are watched (a worker's leader outlives its children)."""
+    proc = Path("/proc")
+    return {int(f[2]) for f in map(_stat, proc.iterdir()) if f and f[0] != "Z"} \
+        if proc.is_dir() else set()
+
+
+def _stat(proc: Path) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state, ppid, pgrp, ..."""
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
+    except OSError:
+        return "(no log)"

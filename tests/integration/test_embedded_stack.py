@@ -1,0 +1,202 @@
+"""The embedded stack for real: Redis and PostgreSQL servers, worker processes, the CLI.
+
+No mocks: every server and worker here is a real process, stopped in the fixtures'
+teardown even when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
+from orchestrator.local_stack import WORKER_CLASSES, pid_alive, read_pid, stop_workers
+from shared.celery_app import create_app
+from shared.errors import ConfigError
+from shared.settings import Settings, get_settings
+
+pytestmark = pytest.mark.integration
+
+MACHINE_REDIS = "redis://127.0.0.1:6379/15"
+URL_VARS = ("SKILLQ_BROKER_URL", "SKILLQ_DATABASE_URL", "SKILLQ_RESULT_BACKEND")
+
+
+def settings_for(home: Path, **urls: str) -> Settings:
+    """Settings pointing at home, with only the URLs given (whatever the environment says)."""
+    return Settings(_env_file=None, home=home, broker_url=urls.get("broker_url"),
+                    database_url=urls.get("database_url"), result_backend=None)
+
+
+def server_pids(home: Path) -> dict[str, int | None]:
+    return {s.name: s.pid for s in embedded_status(home) if s.running}
+
+
+def teardown_stack(home: Path) -> None:
+    stop_workers(home, timeout_s=10)
+    stop_embedded(home)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("skillq-home")
+    try:
+        yield home
+    finally:
+        teardown_stack(home)
+
+
+@pytest.fixture
+def other_home(tmp_path: Path) -> Iterator[Path]:
+    try:
+        yield tmp_path / "other-home"
+    finally:
+        teardown_stack(tmp_path / "other-home")
+
+
+def test_starts_real_redis_and_postgres(home: Path) -> None:
+    started = time.monotonic()
+    endpoints = resolve_endpoints(settings_for(home))
+    print(f"embedded Redis + PostgreSQL ready in {time.monotonic() - started:.2f}s")
+    assert re.fullmatch(r"redis://127\.0\.0\.1:\d+/0", endpoints.broker_url)
+    assert endpoints.result_backend == endpoints.broker_url
+    assert re.fullmatch(r"postgresql\+psycopg://\w+@127\.0\.0\.1:\d+/skillq",
+                        endpoints.database_url)
+    client = redis.Redis.from_url(endpoints.broker_url)
+    client.set("greeting", "hello")
+    assert client.get("greeting") == b"hello"
+    with psycopg.connect(endpoints.database_url.replace("+psycopg", "")) as conn:
+        conn.execute("create table if not exists probe (n int)")
+        conn.execute("insert into probe values (1), (2)")
+        assert conn.execute("select count(*) from probe").fetchone() == (2,)
+
+
+def test_second_resolve_reuses_the_running_servers(home: Path) -> None:
+    first, pids = resolve_endpoints(settings_for(home)), server_pids(home)
+    started = time.monotonic()
+    again = resolve_endpoints(settings_for(home))
+    assert time.monotonic() - started < 1.0
+    assert again == first
+    assert server_pids(home) == pids and set(pids) == {"redis", "postgres"}
+
+
+def test_a_killed_redis_is_restarted_on_its_port_with_its_data(home: Path) -> None:
+    endpoints = resolve_endpoints(settings_for(home))
+    redis.Redis.from_url(endpoints.broker_url).set("survivor", "queued")
+    old = server_pids(home)["redis"]
+    assert old
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while pid_alive(old) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(old)
+    assert resolve_endpoints(settings_for(home)) == endpoints  # same port, kept in state
+    assert server_pids(home)["redis"] not in (None, old)
+    assert redis.Redis.from_url(endpoints.broker_url).get("survivor") == b"queued"  # AOF
+
+
+def test_start_false_names_what_is_not_running(tmp_path: Path) -> None:
+    expected = r"Redis and PostgreSQL not running .* SKILLQ_BROKER_URL and SKILLQ_DATABASE_URL"
+    with pytest.raises(ConfigError, match=expected):
+        resolve_endpoints(settings_for(tmp_path / "empty"), start=False)
+
+
+def test_a_configured_broker_is_used_as_is(other_home: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        redis.Redis.from_url(MACHINE_REDIS, socket_timeout=1).ping()
+    except redis.RedisError:
+        pytest.skip(f"no Redis at {MACHINE_REDIS}")
+    for var in URL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SKILLQ_BROKER_URL", MACHINE_REDIS)
+    monkeypatch.setenv("SKILLQ_HOME", str(other_home))
+    endpoints = resolve_endpoints(get_settings())
+    assert endpoints.broker_url == endpoints.result_backend == MACHINE_REDIS
+    assert set(server_pids(other_home)) == {"postgres"}  # the database is still embedded
+    assert not (other_home / "redis").exists() and not (other_home / "run/redis.pid").exists()
+
+
+def test_concurrent_callers_share_one_set_of_servers(other_home: Path) -> None:
+    code = ("from orchestrator.embedded import resolve_endpoints; "
+            "from shared.settings import get_settings; print(resolve_endpoints(get_settings()))")
+    env = clean_env(other_home)
+    callers = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [c.communicate(timeout=60) for c in callers]
+    assert [c.returncode for c in callers] == [0, 0], results
+    assert results[0][0] == results[1][0]
+    redis_dir = str(other_home / "redis")
+    twins = [p for p in Path("/proc").glob("[0-9]*") if _cwd(p) == redis_dir and pid_alive(
+        int(p.name))]
+    assert len(twins) == 1  # redis-server runs in its --dir
+
+
+def test_up_status_down_through_the_cli(home: Path, tmp_path: Path) -> None:
+    env = clean_env(home)
+    started = time.monotonic()
+    up = skillq(["up", "--timeout", "60"], env, tmp_path)
+    print(f"`skillq up` in {time.monotonic() - started:.2f}s")
+    assert up.returncode == 0, up.stderr
+    workers = {w.name: read_pid(home / f"run/worker-{w.name}.pid") for w in WORKER_CLASSES}
+    assert all(pid_alive(pid) for pid in workers.values())
+    servers = server_pids(home)
+
+    endpoints = resolve_endpoints(settings_for(home), start=False)
+    app = create_app(settings_for(home), broker_url=endpoints.broker_url,
+                     result_backend=endpoints.result_backend)
+    try:
+        assert app.send_task("skillq.ping", queue="default").get(timeout=20) == "pong"
+        host = socket.gethostname()
+        dom0 = {app.send_task("skillq.whoami", queue="dom0").get(timeout=20) for _ in range(4)}
+        assert dom0 == {f"dom0@{host}"}  # the dom0 worker only: no general worker lists it
+        assert app.send_task("skillq.whoami", queue="control").get(timeout=20) == \
+            f"default@{host}"
+    finally:
+        app.close()
+
+    again = skillq(["up"], env, tmp_path)
+    assert again.returncode == 0 and again.stdout.count("already running") == len(workers)
+
+    status = skillq(["status"], env, tmp_path)
+    assert status.returncode == 0
+    for name, pid in {**{f"worker {k}": v for k, v in workers.items()}, **servers}.items():
+        assert re.search(rf"{name}\s+│\s+running\s+│\s+{pid}\b", status.stdout), status.stdout
+
+    started = time.monotonic()
+    down = skillq(["down"], env, tmp_path)
+    print(f"`skillq down` in {time.monotonic() - started:.2f}s")
+    assert down.returncode == 0, down.stderr
+    assert not [pid for pid in [*workers.values(), *servers.values()] if pid_alive(pid)]
+    assert not list((home / "run").glob("*.pid"))
+    assert "stopped" in skillq(["status"], env, tmp_path).stdout
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in URL_VARS}
+    return {**env, "SKILLQ_HOME": str(home)}
+
+
+def skillq(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("skillq")
+    argv = [str(script)] if script.exists() else [
+        sys.executable, "-c", "from orchestrator.cli.app import main; main()"]
+    return subprocess.run([*argv, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _cwd(proc: Path) -> str | None:
+    try:
+        return os.readlink(proc / "cwd")
+    except OSError:
+        return None
