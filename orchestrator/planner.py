@@ -42,6 +42,7 @@ class Outcome:
     advance_runs: list[str] = field(default_factory=list)  # parents to move on
     finished: bool = False
     watch_in_s: float | None = None
+    settled_skills: set[str] = field(default_factory=set)  # their benchmarks.json is due
 
 
 def step_run_id(run_id: str, step_id: str, item: int, attempt: int) -> str:
@@ -189,6 +190,7 @@ class _Advance:
         every = len(failed) == len(rows)
         if failed and (step.on_failure is OnFailure.ABORT or (every and
                        (step.fans_out or step.on_failure is OnFailure.SKIP))):
+            self.out.settled_skills.add(step.skill)
             first = failed[0]
             error = first.error or "failed"
             if every and len(rows) > 1:
@@ -199,6 +201,7 @@ class _Advance:
             if step.on_failure is OnFailure.SKIP:
                 row.state = StepState.SKIPPED
         self.progress[step.id]["state"] = "done"
+        self.out.settled_skills.add(step.skill)
         return True
 
     def step_forward(self) -> None:

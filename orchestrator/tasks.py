@@ -10,6 +10,7 @@ from orchestrator import canvas
 from orchestrator.planner import advance as plan_advance
 from shared.db.session import transaction
 from workers.context import current
+from workers.recording import refresh_benchmarks
 
 
 def _advance(app: Task[Any, Any], run_id: str) -> None:
@@ -22,18 +23,17 @@ def _advance(app: Task[Any, Any], run_id: str) -> None:
         canvas.request_advance(app.app, parent)
     if out.watch_in_s is not None:
         canvas.schedule_watch(app.app, run_id, out.watch_in_s)
-    if out.finished:
-        from workers.recording import refresh_run_benchmarks
+    # benchmarks.json windows: once per settled step and per finished pipeline, not per
+    # item, so a 5,000-item fan-out rewrites each file once.
+    refresh_benchmarks(ctx, run_id, out.settled_skills, pipeline=out.finished)
 
-        refresh_run_benchmarks(ctx, run_id)
 
-
-@shared_task(name=canvas.ADVANCE, bind=True, acks_late=True)
+@shared_task(name=canvas.ADVANCE, bind=True, acks_late=True, ignore_result=True)
 def advance(self: Task[Any, Any], run_id: str) -> None:
     _advance(self, run_id)
 
 
-@shared_task(name=canvas.WATCH, bind=True, acks_late=True)
+@shared_task(name=canvas.WATCH, bind=True, acks_late=True, ignore_result=True)
 def watch(self: Task[Any, Any], run_id: str) -> None:
     """The watchdog: with no step reporting, a dead worker is still noticed."""
     ctx = current()

@@ -26,10 +26,17 @@ def refresh_skill_benchmarks(ctx: WorkerContext, vault_root: Path, skill_name: s
         log.warning("could not update %s/benchmarks.json: %s", skill_name, exc)
 
 
-def refresh_run_benchmarks(ctx: WorkerContext, run_id: str) -> None:
+def refresh_benchmarks(ctx: WorkerContext, run_id: str, skills: set[str], *,
+                       pipeline: bool) -> None:
+    """Refresh the windows of ``skills`` (and of the run's own skill when ``pipeline``
+    finished and it is an orchestrator) in the run's vault, or this worker's."""
     with transaction(ctx.database_url) as session:
         run = session.get(PipelineRun, run_id)
-        if run is None or run.plan.get("outputs_of"):
-            return  # a leaf's own run is recorded with its step
-        name, root = run.skill, Path(run.vault)
-    refresh_skill_benchmarks(ctx, root if root.is_dir() else ctx.vault, name)
+        if run is None:
+            return
+        names = set(skills)
+        if pipeline and not run.plan.get("outputs_of"):
+            names.add(run.skill)  # a leaf's own run is its step's record
+        root = Path(run.vault)
+    for name in sorted(names):
+        refresh_skill_benchmarks(ctx, root if root.is_dir() else ctx.vault, name)

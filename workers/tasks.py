@@ -10,7 +10,6 @@ from orchestrator import canvas
 from shared.states import StepState
 from workers import step_runner
 from workers.context import current
-from workers.recording import refresh_skill_benchmarks
 
 
 @shared_task(name="skillq.ping")
@@ -24,7 +23,7 @@ def whoami(self: Task[Any, Any]) -> str:
     return str(self.request.hostname)
 
 
-@shared_task(name=canvas.EXECUTE, bind=True, acks_late=True)
+@shared_task(name=canvas.EXECUTE, bind=True, acks_late=True, ignore_result=True)
 def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
     """Run one step attempt; its record, not this return value, is the result."""
     ctx = current()
@@ -38,8 +37,6 @@ def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
                                     error=f"internal error: {type(exc).__name__}: {exc}",
                                     error_kind="internal")
     nudge = step_runner.finish(ctx, job, result)
-    if result.state != StepState.RUNNING:
-        refresh_skill_benchmarks(ctx, job.vault, job.skill)
     if nudge:
         canvas.request_advance(self.app, job.run_id)
     return str(result.state)

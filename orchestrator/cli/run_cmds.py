@@ -140,14 +140,16 @@ def runs(name: Annotated[str | None, typer.Argument(help="Only this skill's runs
     """Pipeline run history."""
     conn = connect(workers=False)
     table = Table(title="runs")
-    for column in ("run", "skill", "v", "state", "source", "started", "duration", "error"):
+    for column in ("run", "skill", "state"):
+        table.add_column(column, no_wrap=True)  # ids whole, to paste into run-show
+    for column in ("v", "source", "started", "duration", "error"):
         table.add_column(column, overflow="fold")
     with transaction(conn.endpoints.database_url) as session:
         for r in recent_runs(session, name, limit):
             took = (r.finished_at - r.started_at).total_seconds() \
                 if r.finished_at and r.started_at else None
-            table.add_row(r.id, r.skill, str(r.version), r.state, r.source,
-                          f"{r.created_at:%Y-%m-%d %H:%M:%S}", f"{took:.2f}s" if took else "-",
+            table.add_row(r.id, r.skill, r.state, str(r.version), r.source,
+                          f"{r.created_at:%m-%d %H:%M:%S}", f"{took:.2f}s" if took else "-",
                           (r.error or "")[:120])
     out.print(table)
 
