@@ -45,6 +45,15 @@ class Outcome:
     settled_skills: set[str] = field(default_factory=set)  # their benchmarks.json is due
 
 
+class _ItemError(Exception):
+    """An item's inputs could not be resolved at launch."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.message = message
+
+
 def step_run_id(run_id: str, step_id: str, item: int, attempt: int) -> str:
     return f"{run_id}/{step_id}/{item}/{attempt}"
 
@@ -159,26 +168,29 @@ class _Advance:
         if not items:  # a fan-out over nothing continues at once (no empty chord)
             self.progress[step.id]["state"] = "done"
             return
+        # Every item's inputs first: a reference failing at item 7 must not leave items
+        # 0-6 dispatched into a run that has failed.
+        prepared: list[tuple[int, dict[str, Any]]] = []
         for index, item in enumerate(items):
             item_scope = self.scope(item, has_item=step.fans_out)
             inputs = {}
             for key, expr in step.with_.items():
                 try:
                     inputs[key] = resolve(expr, item_scope)
-                except ResolveError:
+                except ResolveError as exc:
                     if _optional_input(expr, self.run.inputs):
                         continue  # not given: the called skill's default applies
-                    raise
-            row = StepRun(id=step_run_id(self.run.id, step.id, index if step.fans_out else -1,
-                                         1),
-                          run_id=self.run.id, step_id=step.id,
-                          item_index=index if step.fans_out else -1, attempt=1,
+                    raise _ItemError(index if step.fans_out else -1, str(exc)) from None
+            prepared.append((index if step.fans_out else -1, inputs))
+        for index, inputs in prepared:
+            row = StepRun(id=step_run_id(self.run.id, step.id, index, 1),
+                          run_id=self.run.id, step_id=step.id, item_index=index, attempt=1,
                           skill=step.skill, version=step.version, state=StepState.PENDING,
                           source=self.run.source, queue=step.queue,
                           inputs=pack(self.session, inputs, self.settings.inline_output_bytes),
                           input_hash=input_hash(inputs))
             self.session.add(row)
-            self.latest[(step.id, row.item_index)] = row
+            self.latest[(step.id, index)] = row
             self.out.dispatch.append(Dispatch(row.id, row.queue))
 
     def _settle(self, step: PlanStep) -> bool:
@@ -218,6 +230,9 @@ class _Advance:
                         self.progress.get(d, {}).get("state") == "done" for d in step.after):
                     try:
                         self._launch(step)
+                    except _ItemError as exc:
+                        self._fail(step.id, exc.index, exc.message)
+                        return
                     except ResolveError as exc:
                         self._fail(step.id, None, str(exc))
                         return

@@ -41,7 +41,7 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
     inputs = resolve_inputs(skill.manifest, given)
     plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
     run = PipelineRun(id=new_run_id(), skill=skill.name, version=skill.manifest.version,
-                      state=RunState.PENDING, source=source, vault=str(vault.root),
+                      state=RunState.PENDING, source=source, vault=str(vault.root.resolve()),
                       plan=plan.model_dump(mode="json", by_alias=True), inputs=inputs,
                       input_hash=input_hash(inputs), progress={}, triggered_by=triggered_by,
                       parent_step_run_id=parent_step_run_id)

@@ -47,14 +47,17 @@ def ref_value(ref: Ref, scope: Scope) -> Any:
         raise ResolveError(f"{ref}: step '{ref.name}' has no outputs yet")
     value = scope.steps[ref.name]
     if ref.name not in scope.fan_out:
-        return _dig(value, ref.path, ref)
+        # A step that failed under on_failure: continue has no outputs: its fields are null.
+        return None if value is None else _dig(value, ref.path, ref)
     if not ref.path:
         return list(value)
     head, rest = ref.path[0], ref.path[1:]
-    picked = [_dig(item, (head, *rest), ref) for item in value if item is not None]
+    # A failed item kept by on_failure: continue stays null, so the list lines up with
+    # the items; skipped items were dropped before.
+    picked = [None if item is None else _dig(item, (head, *rest), ref) for item in value]
     if not rest and head in scope.array_outputs.get(ref.name, frozenset()):
         # Fan-in of an array output: one list, items' lists concatenated in item order.
-        return [x for chunk in picked for x in chunk]
+        return [x for chunk in picked if chunk is not None for x in chunk]
     return picked
 
 

@@ -10,9 +10,12 @@ import argparse
 import socket
 import sys
 
+from celery.signals import worker_ready
+
 from shared.celery_app import create_app
 from shared.errors import ConfigError
 from shared.settings import get_settings
+from workers import sweeper
 
 
 def worker_argv(queues: list[str], concurrency: int, name: str) -> list[str]:
@@ -35,6 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings, broker_url=settings.broker_url,
                      result_backend=settings.result_backend)
     name = args.name or "-".join(queues)
+
+    def on_ready(**_: object) -> None:
+        sweeper.start(app, settings)
+
+    worker_ready.connect(on_ready, weak=False)
     app.worker_main(worker_argv(queues, args.concurrency, name))
 
 

@@ -7,8 +7,10 @@ this delivery runs the step, so a step never has two successful records.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +33,7 @@ from workers.heartbeat import heartbeat
 from workers.script_executor import ScriptStatus, run_script
 
 BACKOFF_BASE_S = 1.0
+STEP_MARKER = "SKILLQ_STEP_RUN"  # in each script's environment: finds it after a crash
 BACKOFF_CAP_S = 60.0
 
 
@@ -62,6 +65,23 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def kill_leftovers(row_id: str) -> list[int]:
+    """Kill the process groups of scripts started for ``row_id`` (Linux /proc)."""
+    marker = f"{STEP_MARKER}={row_id}".encode()
+    killed = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pid = int(entry.name)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -72,7 +92,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def claim(ctx: WorkerContext, row_id: str) -> Claim | None:
+def claim(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
     """Take the step for this delivery, or None when another delivery owns it."""
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
@@ -83,10 +103,15 @@ def claim(ctx: WorkerContext, row_id: str) -> Claim | None:
         if state == StepState.RUNNING:
             fresh = row.heartbeat_at is not None and \
                 row.heartbeat_at > now - timedelta(seconds=ctx.settings.dead_after_s)
-            same_host_dead = row.worker == ctx.hostname and row.worker_pid is not None \
+            host = (row.worker or "").rpartition("@")[2]
+            same_host_dead = host == ctx.hostname and row.worker_pid is not None \
                 and row.worker_pid != ctx.pid and not _pid_alive(row.worker_pid)
             if fresh and not same_host_dead:
                 return None  # a live process is running it; this is a duplicate delivery
+            if same_host_dead:
+                # The pool process died, its script lives on in its own session: end it
+                # before running the step again (one browser, one side effect).
+                kill_leftovers(row.id)
         elif state != StepState.PENDING:
             return None  # already settled: a redelivered message after the fact
         check_step(state, StepState.RUNNING)
@@ -94,7 +119,7 @@ def claim(ctx: WorkerContext, row_id: str) -> Claim | None:
         if run is None or run.state in ("failed", "cancelled"):
             return None
         row.state = StepState.RUNNING
-        row.worker = ctx.hostname
+        row.worker = worker  # the Celery worker (dom0@host), not just the machine
         row.worker_pid = ctx.pid
         row.started_at = now
         row.heartbeat_at = now
@@ -142,7 +167,8 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
     with heartbeat(ctx.database_url, job.row_id, ctx.settings.heartbeat_s):
         done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
                           timeout_s=skill.manifest.run.timeout,
-                          max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir)
+                          max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
+                          extra_env={STEP_MARKER: job.row_id})
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
                     stdout_tail=redact(done.stdout_tail, secrets),
                     stderr_tail=redact(done.stderr_tail, secrets),

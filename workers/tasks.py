@@ -27,7 +27,7 @@ def whoami(self: Task[Any, Any]) -> str:
 def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
     """Run one step attempt; its record, not this return value, is the result."""
     ctx = current()
-    job = step_runner.claim(ctx, step_run_id)
+    job = step_runner.claim(ctx, step_run_id, worker=self.request.hostname or ctx.hostname)
     if job is None:
         return "duplicate"
     try:
@@ -37,6 +37,9 @@ def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
                                     error=f"internal error: {type(exc).__name__}: {exc}",
                                     error_kind="internal")
     nudge = step_runner.finish(ctx, job, result)
-    if nudge:
+    child = result.extra.get("child_run_id")
+    if child:  # a nested orchestrator: its own run starts moving
+        canvas.request_advance(self.app, child)
+    elif nudge:
         canvas.request_advance(self.app, job.run_id)
     return str(result.state)

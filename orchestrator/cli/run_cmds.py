@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -161,7 +162,9 @@ def run_show(run_id: str) -> None:
         tree = run_tree(session, run_id)
         if tree is None:
             raise PipelineFailed(f"no run {run_id}; `skillq runs` lists them")
-        out.print(render_tree(tree))
+        # In a pipe, lines stay whole (no 80-column crop): errors are what run-show is for.
+        console = out if out.is_terminal else Console(width=100_000, highlight=False)
+        console.print(render_tree(tree))
 
 
 def worker(
