@@ -45,8 +45,10 @@ def create_app(settings: Settings, *, broker_url: str, result_backend: str | Non
         result_backend_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
         result_expires=settings.result_ttl_s,
         broker_connection_retry_on_startup=True,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Task events cost a third of a fan-out's throughput (benchmarks/execution.py);
+        # Flower turns them on remotely when someone is watching, or run workers with -E.
+        worker_send_task_events=False,
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
         timezone="UTC",
     )

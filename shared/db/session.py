@@ -13,6 +13,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 _engines: dict[str, Engine] = {}
+_factories: dict[str, sessionmaker[Session]] = {}
 _lock = threading.Lock()
 
 
@@ -23,6 +24,7 @@ def engine_for(url: str) -> Engine:
             # Small pools: a prefork worker has one engine per child process.
             engine = create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
             _engines[url] = engine
+            _factories[url] = sessionmaker(engine, expire_on_commit=False)
         return engine
 
 
@@ -32,11 +34,12 @@ def dispose_engines() -> None:
         for engine in _engines.values():
             engine.dispose(close=False)
         _engines.clear()
+        _factories.clear()
 
 
 @contextmanager
 def transaction(url: str) -> Iterator[Session]:
     """A session whose work commits on success and rolls back on any error."""
-    factory = sessionmaker(engine_for(url), expire_on_commit=False)
-    with factory() as session, session.begin():
+    engine_for(url)
+    with _factories[url]() as session, session.begin():
         yield session
