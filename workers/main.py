@@ -10,9 +10,10 @@ import argparse
 import socket
 import sys
 
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 
 from shared.celery_app import create_app
+from shared.db.session import dispose_engines
 from shared.errors import ConfigError
 from shared.settings import get_settings
 from workers import sweeper
@@ -42,7 +43,13 @@ def main(argv: list[str] | None = None) -> None:
     def on_ready(**_: object) -> None:
         sweeper.start(app, settings)
 
+    def on_fork(**_: object) -> None:
+        # A pool process forked after the main process opened connections (the sweeper)
+        # must not share its parent's sockets.
+        dispose_engines()
+
     worker_ready.connect(on_ready, weak=False)
+    worker_process_init.connect(on_fork, weak=False)
     app.worker_main(worker_argv(queues, args.concurrency, name))
 
 

@@ -65,16 +65,17 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def kill_leftovers(row_id: str) -> list[int]:
-    """Kill the process groups of scripts started for ``row_id`` (Linux /proc)."""
-    marker = f"{STEP_MARKER}={row_id}".encode()
+def kill_leftovers(prefix: str) -> list[int]:
+    """Kill the process groups of scripts whose step-run id starts with ``prefix``
+    (every attempt of one step item), found through /proc on Linux."""
+    marker = f"{STEP_MARKER}={prefix}".encode()
     killed = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if marker in environ.split(b"\0"):
+        if any(var.startswith(marker) for var in environ.split(b"\0")):
             pid = int(entry.name)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(os.getpgid(pid), signal.SIGKILL)
@@ -108,12 +109,14 @@ def claim(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
                 and row.worker_pid != ctx.pid and not _pid_alive(row.worker_pid)
             if fresh and not same_host_dead:
                 return None  # a live process is running it; this is a duplicate delivery
-            if same_host_dead:
-                # The pool process died, its script lives on in its own session: end it
-                # before running the step again (one browser, one side effect).
-                kill_leftovers(row.id)
+
         elif state != StepState.PENDING:
             return None  # already settled: a redelivered message after the fact
+        if row.attempt > 1 or state == StepState.RUNNING:
+            # A dead pool process or worker leaves its script running in its own session:
+            # end any earlier copy of this step item on this machine before running it
+            # again (one browser, one side effect).
+            kill_leftovers(row.id.rsplit("/", 1)[0] + "/")
         check_step(state, StepState.RUNNING)
         run = session.get(PipelineRun, row.run_id)
         if run is None or run.state in ("failed", "cancelled"):
