@@ -1,0 +1,123 @@
+"""Figures (a): one-step latency, raw Celery with skillq's settings, `skillq run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import raw_tasks
+from sqlalchemy import select
+
+from shared.db.models import PipelineRun, StepRun
+from shared.db.session import transaction
+
+from .bench import Bench
+from .config import (
+    SETTLE_S,
+    TRUE_ARGV,
+)
+from .figure import Figure, med
+
+
+def latency_phases(db: str, run_ids: Sequence[str], seen: dict[str, tuple[float, float]]
+                   ) -> dict[str, float]:
+    """Median ms of each phase of one-step runs, from their records and client clocks."""
+    phases: dict[str, list[float]] = {}
+    with transaction(db) as session:
+        for run_id in run_ids:
+            run = session.get(PipelineRun, run_id)
+            step = session.scalars(select(StepRun).where(StepRun.run_id == run_id)).first()
+            if run is None or step is None or None in (run.started_at, run.finished_at,
+                                                       step.started_at, step.finished_at):
+                continue
+            submitted, observed = seen[run_id]
+            points = [("submit -> first advance starts (create_run, send, queue)",
+                       submitted, run.started_at.timestamp()),
+                      ("advance: plan + commit + dispatch + queue + claim",
+                       run.started_at.timestamp(), step.started_at.timestamp()),
+                      ("step: vault, cache/script, record",
+                       step.started_at.timestamp(), step.finished_at.timestamp()),
+                      ("step recorded -> run succeeded (count, benchmarks.json, "
+                       "advance again)", step.finished_at.timestamp(),
+                       run.finished_at.timestamp()),
+                      ("run succeeded -> client sees it (commit, poll)",
+                       run.finished_at.timestamp(), observed)]
+            for name, start, end in points:
+                phases.setdefault(name, []).append((end - start) * 1000)
+    return {name: round(med(ms), 2) for name, ms in phases.items()}
+
+
+def fig_latency(b: Bench, n: int, warm: int) -> list[Figure]:
+    out = []
+    for key, skill, task, args, what in (
+            ("a", "bench-cached", raw_tasks.NOOP, (), "cache-hit step vs a no-op"),
+            ("a2", "bench-true", raw_tasks.SPAWN, (TRUE_ARGV,), "script `true` vs a task "
+             "running `true`")):
+        label = f"({key}) latency: {what}"
+        tick = b._items(label, warm + n)
+        sk, raw, run_ids, seen = [], [], [], {}
+        for i in range(warm + n):  # interleaved, so both sides share the machine's moods
+            raw_s = b.raw_once(b.s.raw, task, args)
+            time.sleep(SETTLE_S)
+            wall = time.time()
+            sk_s, run_id = b.skillq_once(skill)
+            time.sleep(SETTLE_S)
+            if i >= warm:
+                raw.append(raw_s)
+                sk.append(sk_s)
+                run_ids.append(run_id)
+                seen[run_id] = (wall, wall + sk_s)
+            tick(i + 1)
+        ratio = med(sk) / med(raw)
+        out.append(Figure(
+            key, f"one-step latency, {what}", med(sk) * 1000, med(raw) * 1000, "ms", ratio,
+            "<= 1.3x" if key == "a" else "", ratio <= 1.3 if key == "a" else None,
+            note=f"median of {n}; p90 skillq {sorted(sk)[int(0.9 * (n - 1))] * 1000:.1f} ms",
+            samples={"skillq_s": sk, "raw_s": raw,
+                     "skillq_phases_ms": latency_phases(b.s.db, run_ids, seen)}))
+    return out
+
+
+def fig_strict_latency(b: Bench, n: int) -> Figure:
+    tick = b._items("latency: raw Celery with skillq's settings", n)
+    strict, plain = [], []
+    for i in range(n):
+        plain.append(b.raw_once(b.s.raw, raw_tasks.NOOP))
+        strict.append(b.raw_once(b.s.strict, raw_tasks.NOOP))
+        tick(i + 1)
+    return Figure("a3", "round trip, raw Celery with skillq's Celery settings",
+                  med(strict) * 1000, med(plain) * 1000, "ms", med(strict) / med(plain),
+                  note="attribution: acks_late, prefetch 1, events, track_started",
+                  samples={"strict_s": strict, "raw_s": plain})
+
+
+def cli_latency(b: Bench, runs: int) -> Figure:
+    """`skillq run bench-cached` as a user types it: a process, the vault, the queue check."""
+    env = {**os.environ, **b.s.endpoints.env(), "SKILLQ_HOME": str(b.s.home),
+           "SKILLQ_VAULT": str(b.s.vault_dir)}
+    skillq = Path(sys.executable).with_name("skillq")
+    tick = b._items("`skillq run` CLI, one step", runs)
+    took = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        done = subprocess.run([str(skillq), "run", "bench-cached", "--json"], env=env,
+                              cwd=b.s.home, capture_output=True, text=True, timeout=120)
+        took.append(time.perf_counter() - t0)
+        if done.returncode:
+            raise RuntimeError(f"skillq run failed ({done.returncode}): {done.stderr[-2000:]}")
+        tick(i + 1)
+    from orchestrator.connect import consumed_queues  # what `skillq run` checks first
+
+    t0 = time.perf_counter()
+    consumed_queues(b.s.app)
+    inspect_s = time.perf_counter() - t0
+    python = subprocess.run([sys.executable, "-c", "pass"], capture_output=True)
+    assert python.returncode == 0
+    return Figure("a4", "`skillq run` CLI wall time, one step (as a user sees it)",
+                  med(took) * 1000, None, "ms", None,
+                  note=f"of which its queue check (inspect active_queues) {inspect_s * 1000:.0f}"
+                  " ms; poll period 250 ms", samples={"cli_s": took, "inspect_s": inspect_s})
