@@ -25,8 +25,7 @@ def dispatch_steps(app: Celery, dispatches: Sequence[Dispatch]) -> None:
     if not dispatches:
         return
     sigs = [app.signature(EXECUTE, args=(d.step_run_id,), queue=d.queue,
-                          countdown=d.countdown_s or None, task_id=d.step_run_id)
-            for d in dispatches]
+                          task_id=d.step_run_id) for d in dispatches]
     if len(sigs) == 1:
         sigs[0].apply_async()
     else:

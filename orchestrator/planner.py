@@ -33,7 +33,6 @@ MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
 class Dispatch:
     step_run_id: str
     queue: str
-    countdown_s: float = 0.0
 
 
 @dataclass
@@ -81,27 +80,41 @@ class _Advance:
                 self.latest[key] = row
         self.out = Outcome()
         self.values: dict[str, Any] = {}
+        self.now = _now()
+        self.next_due: datetime | None = None  # the earliest retry waiting for its time
 
     # -- attempts -----------------------------------------------------------------
-    def _next_attempt(self, row: StepRun, countdown_s: float = 0.0) -> None:
+    def _next_attempt(self, row: StepRun, due: datetime | None) -> None:
         new = StepRun(id=step_run_id(row.run_id, row.step_id, row.item_index, row.attempt + 1),
                       run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
                       attempt=row.attempt + 1, skill=row.skill, version=row.version,
                       state=StepState.PENDING, source=row.source, queue=row.queue,
-                      inputs=row.inputs, input_hash=row.input_hash,
-                      not_before=row.not_before)
+                      inputs=row.inputs, input_hash=row.input_hash, not_before=due)
         self.session.add(new)
         self.latest[(row.step_id, row.item_index)] = new
-        self.out.dispatch.append(Dispatch(new.id, new.queue, countdown_s))
+        self._send_when_due(new)
+
+    def _send_when_due(self, row: StepRun) -> None:
+        """Send a pending attempt now, or leave it (not_before set) for a later advance.
+
+        Retries wait here, not as countdown messages: a worker keeps countdown messages
+        in its memory, and they would die with it.
+        """
+        if row.not_before is not None and row.not_before > self.now:
+            self.next_due = min(self.next_due or row.not_before, row.not_before)
+            return
+        row.not_before = None  # sent: a pending row without not_before is in its queue
+        self.out.dispatch.append(Dispatch(row.id, row.queue))
 
     def revive(self) -> None:
         """Retry what failed transiently; re-dispatch what a dead worker held."""
-        now = _now()
+        now = self.now
         dead_before = now - timedelta(seconds=self.settings.dead_after_s)
         for key, row in list(self.latest.items()):
             if row.state == StepState.RETRYING:
-                wait = (row.not_before - now).total_seconds() if row.not_before else 0.0
-                self._next_attempt(row, max(0.0, wait))
+                self._next_attempt(row, row.not_before)
+            elif row.state == StepState.PENDING and row.not_before is not None:
+                self._send_when_due(row)
             elif row.state == StepState.RUNNING and row.child_run_id is None \
                     and row.heartbeat_at is not None and row.heartbeat_at < dead_before:
                 check_step(StepState.RUNNING, StepState.LOST)
@@ -114,7 +127,7 @@ class _Advance:
                     self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} "
                                "times running it")
                     return
-                self._next_attempt(row)
+                self._next_attempt(row, None)
 
     # -- values ---------------------------------------------------------------------
     def _items(self, step: PlanStep) -> list[StepRun | None]:
@@ -286,11 +299,14 @@ def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
         _finish_parent(session, run, work.out)
     else:
         now = _now()
-        if run.watch_at is None or run.watch_at <= now:
-            # One watchdog per run, so a dead worker is noticed with nobody watching.
-            delay = settings.dead_after_s / 2
-            run.watch_at = now + timedelta(seconds=delay)
-            work.out.watch_in_s = delay
+        # One watchdog per run, so a dead worker is noticed with nobody watching; sooner
+        # when a retry falls due. A lost watch message is caught by every worker's sweep.
+        wanted = now + timedelta(seconds=settings.dead_after_s / 2)
+        if work.next_due is not None:
+            wanted = min(wanted, max(work.next_due, now))
+        if run.watch_at is None or run.watch_at <= now or wanted < run.watch_at:
+            run.watch_at = wanted
+            work.out.watch_in_s = (wanted - now).total_seconds()
     return work.out
 
 
