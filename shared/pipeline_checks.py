@@ -9,7 +9,7 @@ from typing import Any
 from shared.graph import cycle_text, find_cycle
 from shared.manifest import InputSpec, Step
 from shared.problems import Problem
-from shared.refs import Ref, RefSyntaxError, parse_template
+from shared.refs import Ref, RefSyntaxError, parse_template, walk_strings
 from shared.skill import SUB_SKILLS, Skill
 from shared.valuetypes import ValueType, compatible
 
@@ -133,28 +133,25 @@ def _check_call(owner: Skill, i: int, step: Step, callee: Skill, skills: Skills
 
 def _check_output_refs(owner: Skill, loc: tuple[str | int, ...], value: Any, skills: Skills
                        ) -> Iterator[Problem]:
-    if not isinstance(value, str) or "${" not in value:
-        if isinstance(value, dict | list):
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                yield from _check_output_refs(owner, (*loc, key), item, skills)
-        return
-    try:
-        refs = parse_template(value).refs
-    except RefSyntaxError:
-        return  # reported by the skill's own checks
     steps = {s.id: s for s in owner.manifest.steps or ()}
-    for ref in refs:
-        if ref.kind != "step" or not ref.path or ref.name not in steps:
+    for sub, text in walk_strings(value):
+        if "${" not in text:
             continue
-        callee = skills.get(steps[ref.name].skill_name)
-        if callee is not None and callee.manifest.output(ref.path[0]) is None:
-            names = [o.name for o in callee.manifest.outputs]
-            close = difflib.get_close_matches(ref.path[0], names, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else \
-                f"it outputs: {', '.join(names) or 'nothing'}"
-            yield owner.problem(loc, f"{ref}: '{callee.name}' has no output '{ref.path[0]}'; "
-                                f"{hint}")
+        try:
+            refs = parse_template(text).refs
+        except RefSyntaxError:
+            continue  # reported by the skill's own checks
+        for ref in refs:
+            if ref.kind != "step" or not ref.path or ref.name not in steps:
+                continue
+            callee = skills.get(steps[ref.name].skill_name)
+            if callee is not None and callee.manifest.output(ref.path[0]) is None:
+                names = [o.name for o in callee.manifest.outputs]
+                close = difflib.get_close_matches(ref.path[0], names, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else \
+                    f"it outputs: {', '.join(names) or 'nothing'}"
+                yield owner.problem((*loc, *sub), f"{ref}: '{callee.name}' has no output "
+                                    f"'{ref.path[0]}'; {hint}")
 
 
 def check_sub_skills_file(skill: Skill, skills: Skills, broken: set[str]) -> Iterator[Problem]:

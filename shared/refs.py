@@ -110,13 +110,3 @@ def walk_strings(value: Any, loc: tuple[str | int, ...] = ()
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             yield from walk_strings(item, (*loc, i))
-
-
-def refs_in(value: Any) -> Iterator[tuple[tuple[str | int, ...], Template]]:
-    """Parsed templates of every string inside ``value`` that holds a reference.
-
-    Raises RefSyntaxError for a malformed one; validation catches it per field.
-    """
-    for loc, text in walk_strings(value):
-        if "${" in text:
-            yield loc, parse_template(text)

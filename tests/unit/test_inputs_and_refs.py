@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from shared.errors import InputError
-from shared.graph import cycle_text, find_cycle, topological_order
+from shared.graph import cycle_text, find_cycle
 from shared.inputs import parse_cli_inputs, resolve_inputs
 from shared.manifest import Manifest
-from shared.refs import Ref, RefSyntaxError, parse_ref, parse_template, refs_in
+from shared.refs import Ref, RefSyntaxError, parse_ref, parse_template
 from shared.valuetypes import compatible, from_text, parse_type, type_error
 from shared.yamlload import YamlProblem, core_scalar, load_mapping
 
@@ -299,15 +299,6 @@ def test_malformed_references_say_how_to_write_one(text: str, phrase: str) -> No
     assert phrase in str(info.value)
 
 
-def test_refs_in_walks_nested_values() -> None:
-    found = dict(refs_in({"a": ["x", "${item.id}"], "b": {"c": "n=${inputs.n}"}, "d": 3}))
-    assert set(found) == {("a", 1), ("b", "c")}
-    assert found[("b", "c")].refs[0].name == "n"
-
-
-# --- value types -----------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(("text", "base", "depth", "shown"), [
     ("string", "string", 0, "string"),
     ("object[]", "object", 1, "object[]"),
@@ -543,24 +534,3 @@ def test_find_cycle_on_a_long_chain_does_not_recurse() -> None:
     assert cycle[0] == cycle[-1]
 
 
-def test_topological_order_puts_dependencies_first() -> None:
-    edges = {"report": ["stats", "chart"], "chart": ["stats"], "stats": ["commits"],
-             "commits": []}
-    assert topological_order(edges) == ["commits", "stats", "chart", "report"]
-
-
-def test_topological_order_keeps_the_written_order_for_ties() -> None:
-    assert topological_order({"b": [], "a": [], "c": []}) == ["b", "a", "c"]
-    assert topological_order({"b": ["c"], "a": [], "c": []}) == ["c", "b", "a"]
-
-
-def test_topological_order_ignores_unknown_nodes() -> None:
-    assert topological_order({"a": ["ghost"], "b": ["a"]}) == ["a", "b"]
-
-
-def test_topological_order_on_a_long_chain() -> None:
-    edges = {f"n{i}": [f"n{i + 1}"] for i in range(3000)}
-    edges["n3000"] = []
-    order = topological_order(edges)
-    assert order[0] == "n3000"
-    assert order[-1] == "n0"
