@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from orchestrator.drawing import edges
 from shared.cache import input_hash
 from shared.db.models import PipelineRun
 from shared.errors import ValidationFailed
@@ -24,8 +25,6 @@ def new_run_id() -> str:
 
 def checked(vault: Vault, skill: Skill) -> None:
     """A skill runs only when it and everything it calls validate."""
-    from orchestrator.drawing import edges
-
     names = {skill.name} | {callee for _, _, callee in edges(vault, skill.name)}
     problems = [p for name in sorted(names) if name in vault.skills
                 for p in vault.problems_in(vault.skills[name].folder)]
