@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,30 +13,22 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator import canvas
 from orchestrator.cli.common import VaultOption, err, out, vault
 from orchestrator.cli.run_view import render_tree
-from orchestrator.connect import Connection, connect, consumed_queues
-from orchestrator.history import descendant_run_ids, latest_states, recent_runs, run_tree
-from orchestrator.submit import checked, create_run
+from orchestrator.connect import Connection, connect
+from orchestrator.history import recent_runs, run_tree
+from orchestrator.launch import Progress as RunProgress
+from orchestrator.launch import start_run, wait_run
+from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import SkillqError
 from shared.inputs import parse_cli_inputs
-from shared.plan import Plan, build_plan
-from shared.queues import CONTROL_QUEUE
 from shared.states import RunState
 from shared.store import unpack
-from shared.vault import Vault
-
-POLL_S = 0.25
 
 
 class PipelineFailed(SkillqError):
-    exit_code = 1
-
-
-class NoWorker(SkillqError):
     exit_code = 1
 
 
@@ -46,18 +37,6 @@ def register(app: typer.Typer) -> None:
     app.command("runs")(runs)
     app.command("run-show")(run_show)
     app.command("worker")(worker)
-
-
-def _queues(vault: Vault, plan: Plan) -> dict[str, str]:
-    """Queue -> a step that needs it, through nested orchestrators too."""
-    needed = {CONTROL_QUEUE: "(the planner)"}
-    for step in plan.steps:
-        needed.setdefault(step.queue, step.id)
-        if step.kind == "orchestrator":
-            inner = build_plan(vault.skills[step.skill], vault.skills, {})
-            for queue, sid in _queues(vault, inner).items():
-                needed.setdefault(queue, f"{step.id}/{sid}")
-    return needed
 
 
 def run(
@@ -77,15 +56,9 @@ def run(
     skill = loaded.get(name)
     checked(loaded, skill)
     given = parse_cli_inputs(skill.manifest, inputs or [], inputs_file)  # exit 2 when bad
-    plan = build_plan(skill, loaded.skills, given, workdir=str(Path.cwd()))
     conn = connect()
-    missing = _unserved(conn, loaded, plan)
-    if missing:
-        raise NoWorker(missing)
-    with transaction(conn.endpoints.database_url) as session:
-        run_id = create_run(session, loaded, skill, given, source="production",
-                            triggered_by="cli", plan=plan)
-    canvas.request_advance(conn.app, run_id)
+    run_id = start_run(conn, loaded, skill, given, source="production", triggered_by="cli",
+                       workdir=str(Path.cwd()))
     if detach:
         out.print(run_id, markup=False)
         return
@@ -93,36 +66,18 @@ def run(
     _report(conn, final, as_json)
 
 
-def _unserved(conn: Connection, loaded: Vault, plan: Plan) -> str | None:
-    needed = _queues(loaded, plan)
-    served = consumed_queues(conn.app)
-    lacking = {q: s for q, s in needed.items() if q not in served}
-    if not lacking:
-        return None
-    parts = [f"step '{s}' needs queue '{q}'" for q, s in lacking.items()]
-    return ("no online worker consumes what this run needs: " + "; ".join(parts)
-            + ". Start one with `skillq worker --queues " + ",".join(lacking) + "`")
-
-
 def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False, disable=quiet) as bar:
         task = bar.add_task(f"{run_id}", total=None)
-        while True:
-            with transaction(conn.endpoints.database_url) as session:
-                run = session.get(PipelineRun, run_id)
-                assert run is not None
-                counts = latest_states(session, descendant_run_ids(session, run_id))
-                if RunState(run.state).terminal:
-                    session.expunge(run)
-                    return run
-            done = counts.get("succeeded", 0) + counts.get("skipped", 0) \
-                + counts.get("failed", 0)
-            detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "starting"
-            bar.update(task, total=sum(counts.values()) or None, completed=done,
+
+        def show(p: RunProgress) -> None:
+            detail = ", ".join(f"{n} {s}" for s, n in sorted(p.counts.items())) or "starting"
+            bar.update(task, total=p.total or None, completed=p.done,
                        description=f"{run_id}: {detail}")
-            time.sleep(POLL_S)
+
+        return wait_run(conn, run_id, on_progress=show)
 
 
 def _report(conn: Connection, run: PipelineRun, as_json: bool) -> None:

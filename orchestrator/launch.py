@@ -1,0 +1,117 @@
+"""Starting a pipeline run and waiting for it: the one path the CLI, `skillq test`,
+schedules and the dashboard share.
+
+``start_run`` checks what it can before anything is recorded (the skill and its callees
+validate, the inputs fit the manifest, some online worker serves every queue the plan
+needs), then records the run and sets it moving. ``wait_run`` follows it to the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator import canvas
+from orchestrator.connect import Connection, consumed_queues
+from orchestrator.history import descendant_run_ids, latest_states
+from orchestrator.submit import checked, create_run
+from shared.db.models import PipelineRun
+from shared.db.session import transaction
+from shared.errors import SkillqError
+from shared.plan import Plan, build_plan
+from shared.queues import CONTROL_QUEUE
+from shared.skill import Skill
+from shared.states import RunState
+from shared.vault import Vault
+
+POLL_S = 0.25
+
+
+class NoWorker(SkillqError):
+    """No online worker consumes a queue the run needs (reported before dispatch)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Progress:
+    run_id: str
+    counts: dict[str, int]  # newest attempt's state -> step items, nested runs included
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.get(s, 0) for s in ("succeeded", "skipped", "failed"))
+
+
+def needed_queues(vault: Vault, plan: Plan) -> dict[str, str]:
+    """Queue -> a step that needs it, through nested orchestrators too."""
+    needed = {CONTROL_QUEUE: "(the planner)"}
+    for step in plan.steps:
+        needed.setdefault(step.queue, step.id)
+        if step.kind == "orchestrator":
+            inner = build_plan(vault.skills[step.skill], vault.skills, {})
+            for queue, sid in needed_queues(vault, inner).items():
+                needed.setdefault(queue, f"{step.id}/{sid}")
+    return needed
+
+
+def unserved(conn: Connection, vault: Vault, plan: Plan) -> str | None:
+    needed = needed_queues(vault, plan)
+    served = consumed_queues(conn.app)
+    lacking = {q: s for q, s in needed.items() if q not in served}
+    if not lacking:
+        return None
+    parts = [f"step '{s}' needs queue '{q}'" for q, s in lacking.items()]
+    return ("no online worker consumes what this run needs: " + "; ".join(parts)
+            + ". Start one with `skillq worker --queues " + ",".join(lacking) + "`")
+
+
+def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
+              source: str, triggered_by: str | None = None,
+              workdir: str | None = None) -> str:
+    """Record a run of ``skill`` with ``given`` inputs and set it moving; its id.
+
+    Raises ValidationFailed / InputError (nothing recorded) or NoWorker.
+    """
+    checked(vault, skill)
+    plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
+    missing = unserved(conn, vault, plan)
+    if missing:
+        raise NoWorker(missing)
+    with transaction(conn.endpoints.database_url) as session:
+        run_id = create_run(session, vault, skill, given, source=source,
+                            triggered_by=triggered_by, workdir=workdir, plan=plan)
+    canvas.request_advance(conn.app, run_id)
+    return run_id
+
+
+def run_progress(conn: Connection, run_id: str) -> tuple[PipelineRun, Progress]:
+    with transaction(conn.endpoints.database_url) as session:
+        run = session.get(PipelineRun, run_id)
+        if run is None:
+            raise SkillqError(f"no run {run_id}; `skillq runs` lists them")
+        counts = latest_states(session, descendant_run_ids(session, run_id))
+        session.expunge(run)
+    return run, Progress(run_id, counts)
+
+
+def wait_run(conn: Connection, run_id: str, *,
+             on_progress: Callable[[Progress], None] | None = None,
+             timeout_s: float | None = None) -> PipelineRun:
+    """Follow a run until it is terminal; the final record (detached from its session)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        run, progress = run_progress(conn, run_id)
+        if RunState(run.state).terminal:
+            return run
+        if on_progress is not None:
+            on_progress(progress)
+        if deadline is not None and time.monotonic() > deadline:
+            raise SkillqError(f"run {run_id} still {run.state} after {timeout_s:g} s")
+        time.sleep(POLL_S)
