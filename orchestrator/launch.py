@@ -8,15 +8,22 @@ needs), then records the run and sets it moving. ``wait_run`` follows it to the 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import canvas
+import psycopg
+from sqlalchemy.engine import make_url
+
 from orchestrator.connect import Connection, consumed_queues
 from orchestrator.history import descendant_run_ids, latest_states
+from orchestrator.library.guard import refuse_disabled_run
 from orchestrator.submit import checked, create_run
+from orchestrator.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import SkillqError
@@ -25,6 +32,7 @@ from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
 from shared.vault import Vault
+from workers.context import WorkerContext
 
 POLL_S = 0.25
 
@@ -77,41 +85,78 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
               workdir: str | None = None) -> str:
     """Record a run of ``skill`` with ``given`` inputs and set it moving; its id.
 
-    Raises ValidationFailed / InputError (nothing recorded) or NoWorker.
+    Raises ValidationFailed / InputError / SkillDisabled (nothing recorded) or NoWorker.
     """
     checked(vault, skill)
+    refuse_disabled_run(conn.endpoints.database_url, vault, skill)
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
     missing = unserved(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
+    return launch(conn, vault, skill, given, plan=plan, source=source,
+                  triggered_by=triggered_by, workdir=workdir)
+
+
+def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
+           plan: Plan, source: str, triggered_by: str | None = None,
+           workdir: str | None = None) -> str:
+    """Record the run and take its first planning step here, in the same transaction,
+    so its first steps go straight to their queues (no control-queue round trip)."""
+    ctx = client_context(conn)
     with transaction(conn.endpoints.database_url) as session:
         run_id = create_run(session, vault, skill, given, source=source,
                             triggered_by=triggered_by, workdir=workdir, plan=plan)
-    canvas.request_advance(conn.app, run_id)
+        session.flush()
+        out = advance_in(session, ctx, run_id)
+    send_outcome(conn.app, ctx, run_id, out)
     return run_id
 
 
-def run_progress(conn: Connection, run_id: str) -> tuple[PipelineRun, Progress]:
+def client_context(conn: Connection) -> WorkerContext:
+    return WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
+                         vault=conn.settings.vault.resolve(), hostname=socket.gethostname(),
+                         pid=os.getpid())
+
+
+def run_progress(conn: Connection, run_id: str, *, counts: bool = True
+                 ) -> tuple[PipelineRun, Progress]:
+    """The run record, and (unless it has ended or ``counts`` is False) its step counts."""
     with transaction(conn.endpoints.database_url) as session:
         run = session.get(PipelineRun, run_id)
         if run is None:
             raise SkillqError(f"no run {run_id}; `skillq runs` lists them")
-        counts = latest_states(session, descendant_run_ids(session, run_id))
+        counted = latest_states(session, descendant_run_ids(session, run_id)) \
+            if counts and not RunState(run.state).terminal else {}
         session.expunge(run)
-    return run, Progress(run_id, counts)
+    return run, Progress(run_id, counted)
 
 
 def wait_run(conn: Connection, run_id: str, *,
              on_progress: Callable[[Progress], None] | None = None,
              timeout_s: float | None = None) -> PipelineRun:
-    """Follow a run until it is terminal; the final record (detached from its session)."""
+    """Follow a run until it is terminal; the final record (detached from its session).
+
+    The planner NOTIFYs when a run ends, so the end is seen at once; progress is read
+    every POLL_S meanwhile.
+    """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        run, progress = run_progress(conn, run_id)
-        if RunState(run.state).terminal:
-            return run
-        if on_progress is not None:
-            on_progress(progress)
-        if deadline is not None and time.monotonic() > deadline:
-            raise SkillqError(f"run {run_id} still {run.state} after {timeout_s:g} s")
-        time.sleep(POLL_S)
+    with _listening(conn.endpoints.database_url) as pg:
+        while True:
+            run, progress = run_progress(conn, run_id, counts=on_progress is not None)
+            if RunState(run.state).terminal:
+                return run
+            if on_progress is not None:
+                on_progress(progress)
+            if deadline is not None and time.monotonic() > deadline:
+                raise SkillqError(f"run {run_id} still {run.state} after {timeout_s:g} s")
+            for note in pg.notifies(timeout=POLL_S):
+                if note.payload == run_id:
+                    break
+
+
+@contextlib.contextmanager
+def _listening(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    dsn = make_url(database_url).set(drivername="postgresql")
+    with psycopg.connect(dsn.render_as_string(hide_password=False), autocommit=True) as pg:
+        pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
+        yield pg

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from shared.cache import input_hash
 from shared.db.models import PipelineRun, StepRun
+from shared.db.step_records import insert_attempts
 from shared.manifest import OnFailure
 from shared.plan import Plan, PlanStep
 from shared.refs import RefSyntaxError, parse_template
@@ -27,12 +28,29 @@ from shared.states import RunState, StepState, check_run, check_step
 from shared.store import pack, unpack
 
 MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
+# Items of a step known to be quick go several to a message, so a wide fan-out of cheap
+# steps pays the broker and the records per batch, not per item: a batch is sized to
+# about BATCH_TARGET_MS of the skill's recent average duration, at most MAX_BATCH items,
+# so the work spreads over as many messages as it has 200 ms slices (and over at least
+# MIN_MESSAGES, for a second worker process to share it). A skill with no history, or a
+# slow one, goes one item per message.
+BATCH_TARGET_MS = 200.0
+MAX_BATCH = 64
+MIN_MESSAGES = 2
+HISTORY_WINDOW = 20
 
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    step_run_id: str
+    step_run_ids: tuple[str, ...]  # one message: several when the step's items are quick
     queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Launched:
+    """A just-inserted attempt, as far as this advance needs to know it."""
+
+    state: str = StepState.PENDING.value
 
 
 @dataclass
@@ -69,15 +87,18 @@ class _Advance:
         self.plan = Plan.model_validate(run.plan)
         self.progress: dict[str, dict[str, Any]] = {k: dict(v) for k, v in
                                                     (run.progress or {}).items()}
-        self.latest: dict[tuple[str, int], StepRun] = {}
+        self.latest: dict[tuple[str, int], StepRun | _Launched] = {}
         rows = session.scalars(select(StepRun).where(StepRun.run_id == run.id)).all()
         self.lost_count: dict[tuple[str, int], int] = {}
+        newest: dict[tuple[str, int], StepRun] = {}
         for row in rows:
             key = (row.step_id, row.item_index)
             if row.state == StepState.LOST:
                 self.lost_count[key] = self.lost_count.get(key, 0) + 1
-            if key not in self.latest or row.attempt > self.latest[key].attempt:
-                self.latest[key] = row
+            if key not in newest or row.attempt > newest[key].attempt:
+                newest[key] = row
+        self.latest.update(newest)
+        self.loaded = newest
         self.out = Outcome()
         self.values: dict[str, Any] = {}
         self.now = _now()
@@ -104,13 +125,13 @@ class _Advance:
             self.next_due = min(self.next_due or row.not_before, row.not_before)
             return
         row.not_before = None  # sent: a pending row without not_before is in its queue
-        self.out.dispatch.append(Dispatch(row.id, row.queue))
+        self.out.dispatch.append(Dispatch((row.id,), row.queue))
 
     def revive(self) -> None:
         """Retry what failed transiently; re-dispatch what a dead worker held."""
         now = self.now
         dead_before = now - timedelta(seconds=self.settings.dead_after_s)
-        for key, row in list(self.latest.items()):
+        for key, row in list(self.loaded.items()):
             if row.state == StepState.RETRYING:
                 self._next_attempt(row, row.not_before)
             elif row.state == StepState.PENDING and row.not_before is not None:
@@ -130,7 +151,7 @@ class _Advance:
                 self._next_attempt(row, None)
 
     # -- values ---------------------------------------------------------------------
-    def _items(self, step: PlanStep) -> list[StepRun | None]:
+    def _items(self, step: PlanStep) -> list[StepRun | _Launched | None]:
         count = self.progress[step.id].get("items", 1)
         if not step.fans_out:
             return [self.latest.get((step.id, -1))]
@@ -141,7 +162,7 @@ class _Advance:
             return self.values[step.id]
         results = []
         for row in self._items(step):
-            assert row is not None
+            assert isinstance(row, StepRun)
             if row.state == StepState.SUCCEEDED:
                 results.append(unpack(self.session, row.outputs))
             elif step.on_failure is OnFailure.CONTINUE:
@@ -195,23 +216,42 @@ class _Advance:
                         continue  # not given: the called skill's default applies
                     raise _ItemError(index if step.fans_out else -1, str(exc)) from None
             prepared.append((index if step.fans_out else -1, inputs))
+        records = []
         for index, inputs in prepared:
-            row = StepRun(id=step_run_id(self.run.id, step.id, index, 1),
-                          run_id=self.run.id, step_id=step.id, item_index=index, attempt=1,
-                          skill=step.skill, version=step.version, state=StepState.PENDING,
-                          source=self.run.source, queue=step.queue,
-                          inputs=pack(self.session, inputs, self.settings.inline_output_bytes),
-                          input_hash=input_hash(inputs))
-            self.session.add(row)
-            self.latest[(step.id, index)] = row
-            self.out.dispatch.append(Dispatch(row.id, row.queue))
+            records.append({
+                "id": step_run_id(self.run.id, step.id, index, 1), "run_id": self.run.id,
+                "step_id": step.id, "item_index": index, "attempt": 1, "skill": step.skill,
+                "version": step.version, "state": StepState.PENDING.value,
+                "source": self.run.source, "queue": step.queue,
+                "inputs": pack(self.session, inputs, self.settings.inline_output_bytes),
+                "input_hash": input_hash(inputs), "not_before": None})
+            self.latest[(step.id, index)] = _Launched()
+        insert_attempts(self.session, records)
+        size = self._batch_size(step.skill, len(records))
+        for start in range(0, len(records), size):
+            ids = tuple(r["id"] for r in records[start:start + size])
+            self.out.dispatch.append(Dispatch(ids, step.queue))
+
+    def _batch_size(self, skill: str, items: int) -> int:
+        if items < 2:
+            return 1
+        recent = (select(StepRun.duration_ms)
+                  .where(StepRun.skill == skill, StepRun.state == StepState.SUCCEEDED.value,
+                         StepRun.finished_at.is_not(None))
+                  .order_by(StepRun.finished_at.desc()).limit(HISTORY_WINDOW).subquery())
+        avg_ms = self.session.scalar(select(func.avg(recent.c.duration_ms)))
+        if avg_ms is None:
+            return 1
+        by_time = int(BATCH_TARGET_MS / max(float(avg_ms), 0.1))
+        by_spread = -(-items // MIN_MESSAGES)
+        return max(1, min(MAX_BATCH, by_time, by_spread))
 
     def _settle(self, step: PlanStep) -> bool:
         """Mark a running step done when every item is final; False if the run failed."""
         rows = self._items(step)
         if any(r is None or not StepState(r.state).final for r in rows):
             return True
-        failed = [r for r in rows if r is not None and r.state == StepState.FAILED]
+        failed = [r for r in rows if isinstance(r, StepRun) and r.state == StepState.FAILED]
         every = len(failed) == len(rows)
         if failed and (step.on_failure is OnFailure.ABORT or (every and
                        (step.fans_out or step.on_failure is OnFailure.SKIP))):

@@ -1,36 +1,62 @@
-"""Celery tasks of the control plane: moving pipeline runs forward, watching them."""
+"""Moving pipeline runs forward: the control-plane tasks and the in-process call.
+
+A worker that records the last item of a step moves the run on itself (``advance_run``),
+sparing a broker round trip; the ``skillq.advance`` task does the same for those who
+cannot (a nested run's parent, a client), and ``skillq.watch`` is the watchdog.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Celery, Task, shared_task
+from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from orchestrator import canvas
+from orchestrator.planner import Outcome
 from orchestrator.planner import advance as plan_advance
+from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from workers.context import current
+from workers.context import WorkerContext, current
 from workers.recording import refresh_benchmarks
 
+RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit
 
-def _advance(app: Task[Any, Any], run_id: str) -> None:
-    ctx = current()
+
+def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
     with transaction(ctx.database_url) as session:
-        out = plan_advance(session, run_id, ctx.settings)
+        out = advance_in(session, ctx, run_id)
+    send_outcome(app, ctx, run_id, out)
+
+
+def advance_in(session: Session, ctx: WorkerContext, run_id: str) -> Outcome:
+    """Plan in the caller's transaction; the caller commits, then ``send_outcome``."""
+    out = plan_advance(session, run_id, ctx.settings)
+    if out.settled_skills or out.finished:
+        run = session.get(PipelineRun, run_id)
+        if run is not None:
+            # benchmarks.json windows: once per settled step and finished run, not per
+            # item, so a 5,000-item fan-out rewrites each file once.
+            refresh_benchmarks(ctx, session, run, out.settled_skills, pipeline=out.finished)
+    if out.finished:
+        session.execute(text("SELECT pg_notify(:channel, :run)"),
+                        {"channel": RUN_DONE_CHANNEL, "run": run_id})
+    return out
+
+
+def send_outcome(app: Celery, ctx: WorkerContext, run_id: str, out: Outcome) -> None:
     # Sent only after the commit, so a worker never sees a step row that is not there.
-    canvas.dispatch_steps(app.app, out.dispatch)
+    canvas.dispatch_steps(app, out.dispatch)
     for parent in out.advance_runs:
-        canvas.request_advance(app.app, parent)
+        advance_run(app, ctx, parent)
     if out.watch_in_s is not None:
-        canvas.schedule_watch(app.app, run_id, out.watch_in_s)
-    # benchmarks.json windows: once per settled step and per finished pipeline, not per
-    # item, so a 5,000-item fan-out rewrites each file once.
-    refresh_benchmarks(ctx, run_id, out.settled_skills, pipeline=out.finished)
+        canvas.schedule_watch(app, run_id, out.watch_in_s)
 
 
 @shared_task(name=canvas.ADVANCE, bind=True, acks_late=True, ignore_result=True)
 def advance(self: Task[Any, Any], run_id: str) -> None:
-    _advance(self, run_id)
+    advance_run(self.app, current(), run_id)
 
 
 @shared_task(name=canvas.WATCH, bind=True, acks_late=True, ignore_result=True)
@@ -38,9 +64,7 @@ def watch(self: Task[Any, Any], run_id: str) -> None:
     """The watchdog: with no step reporting, a dead worker is still noticed."""
     ctx = current()
     with transaction(ctx.database_url) as session:
-        from shared.db.models import PipelineRun
-
         run = session.get(PipelineRun, run_id, with_for_update=True)
         if run is not None:
             run.watch_at = None  # this watch has fired; advance schedules the next
-    _advance(self, run_id)
+    advance_run(self.app, ctx, run_id)

@@ -17,7 +17,7 @@ from shared.checks import check_skill
 from shared.errors import SkillNotFound, VaultError
 from shared.pipeline_checks import check_pipeline, check_sub_skill_cycles, check_sub_skills_file
 from shared.problems import Problem, display_path
-from shared.skill import Skill, is_skill_folder, load_skill
+from shared.skill import SIDECAR, Skill, is_skill_folder, load_skill
 
 DISCOVERY_TTL_S = 5.0
 _IGNORED = {"__pycache__", "node_modules"}
@@ -109,6 +109,42 @@ def forget_vaults() -> None:
     """Drop the discovery cache (after writing skill files, so the next read sees them)."""
     with _lock:
         _cache.clear()
+        _skills.clear()
+
+
+_skills: dict[Path, tuple[tuple[int, ...], Skill]] = {}
+
+
+def _manifest_stamp(folder: Path) -> tuple[int, ...] | None:
+    stamp: list[int] = []
+    for name in ("SKILL.md", "skill.md", SIDECAR):
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            stamp += [0, 0]
+            continue
+        stamp += [st.st_mtime_ns, st.st_size]
+    return tuple(stamp) if any(stamp) else None
+
+
+def open_skill(root: Path, name: str) -> Skill | None:
+    """One skill of the vault at ``root`` (the folder named after it), re-read only when its
+    manifest changed: a worker runs one skill per step and must not re-check the whole
+    vault for it, yet sees an edit on the next step."""
+    folder = root / name
+    stamp = _manifest_stamp(folder)
+    if stamp is None:
+        return None
+    with _lock:
+        hit = _skills.get(folder)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+    skill, _ = load_skill(folder)
+    if skill is None or skill.name != name:
+        return None
+    with _lock:
+        _skills[folder] = (stamp, skill)
+    return skill
 
 
 def vault_of(path: Path) -> tuple[Path, Path | None]:

@@ -11,23 +11,24 @@ import contextlib
 import os
 import random
 import signal
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 from shared import cache
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
+from shared.db.step_records import claim_pending, finish_attempt, open_items
 from shared.inputs import with_defaults
 from shared.plan import Plan
 from shared.secrets import MissingSecret, redact, secrets_for
 from shared.skill import Skill
 from shared.states import StepState, check_step
 from shared.store import pack, unpack
-from shared.vault import open_vault
+from shared.vault import open_skill, open_vault
 from workers.context import WorkerContext
 from workers.heartbeat import heartbeat
 from workers.script_executor import ScriptStatus, run_script
@@ -35,6 +36,7 @@ from workers.script_executor import ScriptStatus, run_script
 BACKOFF_BASE_S = 1.0
 STEP_MARKER = "SKILLQ_STEP_RUN"  # in each script's environment: finds it after a crash
 BACKOFF_CAP_S = 60.0
+FLUSH_S = 0.05  # a batch records its finished items at least this often
 
 
 @dataclass
@@ -48,6 +50,10 @@ class Claim:
     inputs: dict[str, Any]
     workdir: str | None
     vault: Path  # the run's vault when this machine has it, else the worker's own
+
+    @property
+    def fans_out(self) -> bool:
+        return self.row_id.rsplit("/", 2)[1] != "-1"  # "<run>/<step>/<item>/<attempt>"
 
 
 @dataclass
@@ -94,7 +100,40 @@ def _pid_alive(pid: int) -> bool:
 
 
 def claim(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
-    """Take the step for this delivery, or None when another delivery owns it."""
+    """Take one step attempt for this delivery, or None when another delivery owns it."""
+    claims = claim_batch(ctx, [row_id], worker)
+    return claims[0] if claims else None
+
+
+def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Claim]:
+    """Take the attempts of one message, in order; those another delivery owns are left.
+
+    The common case (pending rows) is one statement for the whole batch; the rest (a
+    redelivery after a crash: rows running under a dead process) go row by row.
+    """
+    now = datetime.now(UTC)
+    taken: dict[str, Claim] = {}
+    with transaction(ctx.database_url) as session:
+        for c in claim_pending(session, ids, worker=worker, pid=ctx.pid, now=now).values():
+            vault = Path(c.vault) if Path(c.vault).is_dir() else ctx.vault
+            taken[c.id] = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
+                                skill=c.skill, version=c.version, attempt=c.attempt,
+                                inputs=unpack(session, c.inputs), workdir=c.workdir,
+                                vault=vault)
+    for row_id in ids:
+        if row_id not in taken:
+            slow = _claim_locked(ctx, row_id, worker)
+            if slow is not None:
+                taken[row_id] = slow
+        elif taken[row_id].attempt > 1:
+            # An earlier attempt's script may outlive a dead worker in its own session:
+            # end it before running the step again (one browser, one side effect).
+            kill_leftovers(row_id.rsplit("/", 1)[0] + "/")
+    return [taken[i] for i in ids if i in taken]
+
+
+def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
+    """The slow path: decide under the row's lock whether a running row is orphaned."""
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
         row = session.get(StepRun, row_id, with_for_update=True)
@@ -140,8 +179,8 @@ def _backoff_s(attempt: int) -> float:
 
 
 def execute(ctx: WorkerContext, job: Claim) -> Result:
-    vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s)
-    skill = vault.skills.get(job.skill)
+    skill = open_skill(job.vault, job.skill) or open_vault(
+        job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills.get(job.skill)
     if skill is None:
         return Result(StepState.FAILED, error=f"skill '{job.skill}' is not in this worker's "
                       f"vault {job.vault}", error_kind="missing_skill")
@@ -167,11 +206,10 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
                 return Result(StepState.SUCCEEDED, outputs=hit.outputs, cache_hit=True,
                               duration_ms=0.0)
     workdir = Path(job.workdir) if job.workdir and Path(job.workdir).is_dir() else None
-    with heartbeat(ctx.database_url, job.row_id, ctx.settings.heartbeat_s):
-        done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
-                          timeout_s=skill.manifest.run.timeout,
-                          max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
-                          extra_env={STEP_MARKER: job.row_id})
+    done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
+                      timeout_s=skill.manifest.run.timeout,
+                      max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
+                      extra_env={STEP_MARKER: job.row_id})
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
                     stdout_tail=redact(done.stdout_tail, secrets),
                     stderr_tail=redact(done.stderr_tail, secrets),
@@ -209,37 +247,82 @@ def _start_child(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
 
 
 def finish(ctx: WorkerContext, job: Claim, result: Result) -> bool:
-    """Record the attempt; True when the planner should look at the run now."""
-    if result.state == StepState.RUNNING:  # a nested run settles this step later
-        return True
+    """Record one attempt; True when the planner should look at the run now."""
+    return bool(finish_batch(ctx, [(job, result)]))
+
+
+def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> set[str]:
+    """Record finished attempts in one transaction; the runs the planner should look at.
+
+    A run is due when one of its attempts did not succeed, or when a step has no open
+    item left. Open items are counted after the commit, so whichever of two items
+    finishing together commits last sees zero.
+    """
+    due: set[str] = set()
+    steps: set[tuple[str, str]] = set()
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
-        row = session.get(StepRun, job.row_id, with_for_update=True)
-        if row is None or row.state != StepState.RUNNING or row.worker_pid != ctx.pid:
-            return False  # re-dispatched meanwhile (declared lost): the new attempt counts
-        check_step(StepState.RUNNING, result.state)
-        row.state = result.state
-        row.outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
-            if result.outputs is not None else None
-        row.error = result.error
-        row.error_kind = result.error_kind
-        row.cache_hit = result.cache_hit
-        row.exit_code = result.exit_code
-        row.stdout_tail = result.stdout_tail
-        row.stderr_tail = result.stderr_tail
-        row.finished_at = now
-        row.duration_ms = result.duration_ms if result.duration_ms is not None else \
-            (now - (row.started_at or now)).total_seconds() * 1000
-        row.not_before = result.not_before
-        if "cache" in result.extra and result.outputs is not None:
-            key, ttl = result.extra["cache"]
-            cache.store(session, key=key, skill=row.skill, version=row.version,
-                        outputs=result.outputs, ttl_s=ttl, step_run_id=row.id)
-    if result.state != StepState.SUCCEEDED:
-        return True
-    with transaction(ctx.database_url) as session:
-        open_items = session.scalar(select(func.count()).select_from(StepRun).where(
-            StepRun.run_id == job.run_id, StepRun.step_id == job.step_id,
-            StepRun.state.in_([StepState.PENDING.value, StepState.RUNNING.value])))
-    # Counted after our commit: whichever item of a fan-out finishes last sees zero.
-    return not open_items
+        for job, result in done:
+            if result.state == StepState.RUNNING:  # a nested run settles this step later
+                due.add(str(result.extra["child_run_id"]))  # its first advance
+                continue
+            check_step(StepState.RUNNING, result.state)
+            outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
+                if result.outputs is not None else None
+            mine = finish_attempt(session, {
+                "id": job.row_id, "state": result.state.value, "outputs": outputs,
+                "error": result.error, "error_kind": result.error_kind,
+                "cache_hit": result.cache_hit, "exit_code": result.exit_code,
+                "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
+                "now": now, "duration_ms": result.duration_ms,
+                "not_before": result.not_before}, pid=ctx.pid)
+            if not mine:
+                continue  # re-dispatched meanwhile (declared lost): the new attempt counts
+            if "cache" in result.extra and result.outputs is not None:
+                key, ttl = result.extra["cache"]
+                cache.store(session, key=key, skill=job.skill, version=job.version,
+                            outputs=result.outputs, ttl_s=ttl, step_run_id=job.row_id)
+            if result.state != StepState.SUCCEEDED or not job.fans_out:
+                due.add(job.run_id)  # a lone item needs no count: it was the step's last
+            else:
+                steps.add((job.run_id, job.step_id))
+    if steps - {(r, s) for r, s in steps if r in due}:
+        with transaction(ctx.database_url) as session:
+            due |= {run for run, step in steps
+                    if run not in due and not open_items(session, run, step)}
+    return due
+
+
+def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
+              on_due: Callable[[str], None]) -> list[StepState]:
+    """Claim, run and record one message's attempts; ``on_due(run_id)`` for each run the
+    planner should look at, as soon as it is known."""
+    jobs = claim_batch(ctx, ids, worker)
+    states: list[StepState] = []
+    open_ids = {j.row_id for j in jobs}
+    pending: list[tuple[Claim, Result]] = []
+
+    def flush() -> None:
+        for run_id in sorted(finish_batch(ctx, pending)):
+            on_due(run_id)
+        for job, _ in pending:
+            open_ids.discard(job.row_id)
+        pending.clear()
+
+    with heartbeat(ctx.database_url, open_ids, ctx.settings.heartbeat_s):
+        flushed = time.monotonic()
+        for job in jobs:
+            try:
+                result = execute(ctx, job)
+            except Exception as exc:  # an executor bug still settles the step, with why
+                result = Result(StepState.FAILED,
+                                error=f"internal error: {type(exc).__name__}: {exc}",
+                                error_kind="internal")
+            pending.append((job, result))
+            states.append(result.state)
+            if time.monotonic() - flushed >= FLUSH_S:
+                flush()
+                flushed = time.monotonic()
+        if pending:
+            flush()
+    return states

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Task, shared_task
 
 from orchestrator import canvas
-from shared.states import StepState
+from orchestrator.tasks import advance_run
 from workers import step_runner
 from workers.context import current
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="skillq.ping")
@@ -23,23 +27,29 @@ def whoami(self: Task[Any, Any]) -> str:
     return str(self.request.hostname)
 
 
+def _run(task: Task[Any, Any], ids: Sequence[str]) -> list[str]:
+    ctx = current()
+
+    def due(run_id: str) -> None:
+        try:
+            advance_run(task.app, ctx, run_id)
+        except Exception:  # the steps are recorded: let a control worker move the run on
+            log.exception("advancing %s in-process failed; asking the control queue", run_id)
+            canvas.request_advance(task.app, run_id)
+
+    states = step_runner.run_batch(ctx, ids, worker=task.request.hostname or ctx.hostname,
+                                   on_due=due)
+    return [str(s) for s in states]
+
+
 @shared_task(name=canvas.EXECUTE, bind=True, acks_late=True, ignore_result=True)
 def execute_step(self: Task[Any, Any], step_run_id: str) -> str:
     """Run one step attempt; its record, not this return value, is the result."""
-    ctx = current()
-    job = step_runner.claim(ctx, step_run_id, worker=self.request.hostname or ctx.hostname)
-    if job is None:
-        return "duplicate"
-    try:
-        result = step_runner.execute(ctx, job)
-    except Exception as exc:  # an executor bug still settles the step, with the reason
-        result = step_runner.Result(StepState.FAILED,
-                                    error=f"internal error: {type(exc).__name__}: {exc}",
-                                    error_kind="internal")
-    nudge = step_runner.finish(ctx, job, result)
-    child = result.extra.get("child_run_id")
-    if child:  # a nested orchestrator: its own run starts moving
-        canvas.request_advance(self.app, child)
-    elif nudge:
-        canvas.request_advance(self.app, job.run_id)
-    return str(result.state)
+    states = _run(self, [step_run_id])
+    return states[0] if states else "duplicate"
+
+
+@shared_task(name=canvas.EXECUTE_BATCH, bind=True, acks_late=True, ignore_result=True)
+def execute_steps(self: Task[Any, Any], step_run_ids: list[str]) -> list[str]:
+    """Run a batch of a quick step's attempts, one after another, recorded as they go."""
+    return _run(self, step_run_ids)

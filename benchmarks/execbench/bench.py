@@ -14,16 +14,16 @@ from rich.progress import (
 )
 from sqlalchemy import func, select
 
-from orchestrator import canvas
-from orchestrator.history import descendant_run_ids, latest_states
-from orchestrator.submit import create_run
+from orchestrator import launch
+from orchestrator.connect import Connection
+from orchestrator.launch import Progress as RunProgress
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
+from shared.plan import build_plan
 from shared.states import RunState
 from shared.vault import Vault
 
 from .config import (
-    COUNTS_EVERY_S,
     FANOUT_POLL_S,
     LATENCY_POLL_S,
     RAW_WORKER,
@@ -56,29 +56,17 @@ def wait_tasks(app: Any, ids: Sequence[str], poll_s: float, on_done: Callable[[i
         raise RuntimeError(f"{len(failed)} raw task(s) failed, e.g. {failed[0]}")
 
 
-def wait_run(db: str, run_id: str, poll_s: float, on_done: Callable[[int, int], None]
-             | None = None) -> PipelineRun:
-    """As `skillq run` waits: the run record each tick, the step counts every 0.25 s."""
-    last_counts, deadline = 0.0, time.monotonic() + RUN_TIMEOUT_S
-    while True:
-        with transaction(db) as session:
-            run = session.get(PipelineRun, run_id)
-            assert run is not None
-            if RunState(run.state).terminal:
-                session.expunge(run)
-                if run.state != RunState.SUCCEEDED:
-                    raise RuntimeError(f"run {run_id} of {run.skill} {run.state}: {run.error}")
-                return run
-            now = time.monotonic()
-            if now - last_counts >= COUNTS_EVERY_S:
-                last_counts = now
-                counts = latest_states(session, descendant_run_ids(session, run_id))
-                if on_done:
-                    on_done(counts.get("succeeded", 0) + counts.get("failed", 0)
-                            + counts.get("skipped", 0), sum(counts.values()))
-        if now > deadline:
-            raise RuntimeError(f"run {run_id} not done after {RUN_TIMEOUT_S:.0f}s")
-        time.sleep(poll_s)
+def wait_run(b: Bench, run_id: str, on_done: Callable[[int, int], None] | None = None
+             ) -> PipelineRun:
+    """As `skillq run` waits (orchestrator.launch.wait_run: woken by the planner's NOTIFY)."""
+    def show(p: RunProgress) -> None:
+        if on_done:
+            on_done(p.done, p.total)
+
+    run = launch.wait_run(b.conn, run_id, on_progress=show, timeout_s=RUN_TIMEOUT_S)
+    if run.state != RunState.SUCCEEDED:
+        raise RuntimeError(f"run {run_id} of {run.skill} {run.state}: {run.error}")
+    return run
 
 
 # -- one side or the other ---------------------------------------------------------------
@@ -95,18 +83,22 @@ class Bench:
                              visible=True)
         return lambda done: self.progress.update(self.items, completed=done)
 
-    def submit(self, skill: str, inputs: dict[str, Any], vault: Vault | None = None) -> str:
-        vault = vault or self.s.vault
-        with transaction(self.s.db) as session:
-            run_id = create_run(session, vault, vault.get(skill), inputs,
-                                source="production", triggered_by="benchmark")
-        canvas.request_advance(self.s.app, run_id)
-        return run_id
+    @property
+    def conn(self) -> Connection:
+        return Connection(self.s.settings, self.s.endpoints, self.s.app, self.s.embedded)
 
-    def skillq_once(self, skill: str, poll_s: float = LATENCY_POLL_S) -> tuple[float, str]:
+    def submit(self, skill: str, inputs: dict[str, Any], vault: Vault | None = None) -> str:
+        """As `skillq run` starts a run once its checks passed (orchestrator.launch)."""
+        vault = vault or self.s.vault
+        chosen = vault.get(skill)
+        plan = build_plan(chosen, vault.skills, inputs)
+        return launch.launch(self.conn, vault, chosen, inputs, plan=plan, source="production",
+                             triggered_by="benchmark")
+
+    def skillq_once(self, skill: str) -> tuple[float, str]:
         t0 = time.perf_counter()
         run_id = self.submit(skill, {})
-        wait_run(self.s.db, run_id, poll_s)
+        wait_run(self, run_id)
         return time.perf_counter() - t0, run_id
 
     def raw_once(self, app: Any, task: str, args: tuple[Any, ...] = ()) -> float:
@@ -122,7 +114,7 @@ class Bench:
         with self.cpu() as cpu:
             t0 = time.perf_counter()
             run_id = self.submit(skill, {"items": list(range(width))}, vault)
-            wait_run(self.s.db, run_id, FANOUT_POLL_S, lambda done, _total: tick(done))
+            wait_run(self, run_id, lambda done, _total: tick(done))
             took = time.perf_counter() - t0
         self.last_cpu = cpu.only("skillq", "postgres", "redis", "client")
         if skill == "fan-cached":  # the figure is about cache hits: make sure they were

@@ -16,6 +16,8 @@ from .config import (
 )
 from .figure import Figure, med
 
+WARM_WIDTH = 50
+
 
 def fig_fanouts(b: Bench, width: int, reps: int, python: bool) -> list[Figure]:
     out: list[Figure] = []
@@ -27,6 +29,9 @@ def fig_fanouts(b: Bench, width: int, reps: int, python: bool) -> list[Figure]:
     cpu: dict[str, dict[str, dict[str, float]]] = {}
     for key, skill, app, task, args in pairs:
         sk, raw = [], []
+        # Untimed: the skill's history is what sizes its batches (orchestrator/planner.py),
+        # as it is for a user's skill after its first runs; a first run goes item by item.
+        b.skillq_fan(skill, WARM_WIDTH, f"({key}) warm-up")
         for rep in range(reps):
             label = f"({key}) rep {rep + 1}/{reps}"
             raw.append(b.raw_fan(app, task, args, width, label))
@@ -106,6 +111,7 @@ def fig_big_vault(b: Bench, big: Vault, width: int, reps: int) -> Figure:
 def fig_widths(b: Bench, widths: Sequence[int]) -> list[Figure]:
     reps = {1: 9, 10: 9, 100: 3}
     totals: dict[int, tuple[float, float]] = {}
+    b.skillq_fan("fan-cached", WARM_WIDTH, "(e) warm-up")  # as in fig_fanouts
     for width in (1, *widths):
         sk, raw = [], []
         for rep in range(reps.get(width, 1)):

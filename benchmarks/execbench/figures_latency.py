@@ -35,16 +35,15 @@ def latency_phases(db: str, run_ids: Sequence[str], seen: dict[str, tuple[float,
                                                        step.started_at, step.finished_at):
                 continue
             submitted, observed = seen[run_id]
-            points = [("submit -> first advance starts (create_run, send, queue)",
+            points = [("client: build the plan, insert the run, start planning it",
                        submitted, run.started_at.timestamp()),
-                      ("advance: plan + commit + dispatch + queue + claim",
+                      ("client: plan + commit + send; broker; worker claims",
                        run.started_at.timestamp(), step.started_at.timestamp()),
-                      ("step: vault, cache/script, record",
+                      ("worker: skill, cache lookup or script, record the step",
                        step.started_at.timestamp(), step.finished_at.timestamp()),
-                      ("step recorded -> run succeeded (count, benchmarks.json, "
-                       "advance again)", step.finished_at.timestamp(),
-                       run.finished_at.timestamp()),
-                      ("run succeeded -> client sees it (commit, poll)",
+                      ("worker: plan again, run succeeded",
+                       step.finished_at.timestamp(), run.finished_at.timestamp()),
+                      ("worker: benchmarks.json, commit + NOTIFY; client wakes, reads run",
                        run.finished_at.timestamp(), observed)]
             for name, start, end in points:
                 phases.setdefault(name, []).append((end - start) * 1000)
@@ -80,6 +79,38 @@ def fig_latency(b: Bench, n: int, warm: int) -> list[Figure]:
             samples={"skillq_s": sk, "raw_s": raw,
                      "skillq_phases_ms": latency_phases(b.s.db, run_ids, seen)}))
     return out
+
+
+FLOOR_TABLE = "CREATE TEMP TABLE IF NOT EXISTS latency_floor (id int PRIMARY KEY, v jsonb)"
+
+
+def fig_durable_floor(b: Bench, n: int) -> Figure:
+    """What any design pays that records a run before it answers: two durable commits
+    (the run, then its step's result) and one Celery round trip, with nothing else."""
+    import psycopg
+
+    dsn = b.s.db.replace("postgresql+psycopg://", "postgresql://")
+    tick = b._items("latency floor: 2 durable commits + a round trip", n)
+    floor, raw = [], []
+    with psycopg.connect(dsn) as pg:
+        pg.execute(FLOOR_TABLE)
+        pg.commit()
+        for i in range(n):
+            raw.append(b.raw_once(b.s.raw, raw_tasks.NOOP))
+            t0 = time.perf_counter()
+            pg.execute("INSERT INTO latency_floor VALUES (%s, '{}')", (i,))
+            pg.commit()
+            b.raw_once(b.s.raw, raw_tasks.NOOP)
+            pg.execute("UPDATE latency_floor SET v = '{\"ok\": true}' WHERE id = %s", (i,))
+            pg.commit()
+            floor.append(time.perf_counter() - t0)
+            tick(i + 1)
+    ratio = med(floor) / med(raw)
+    return Figure("a-floor", "floor: 2 durable PostgreSQL commits + 1 Celery round trip",
+                  med(floor) * 1000, med(raw) * 1000, "ms", ratio,
+                  note="no planning, no files: if this alone is above 1.3x, target (a) is out "
+                  "of reach for a design that records each run durably",
+                  samples={"floor_s": floor, "raw_s": raw})
 
 
 def fig_strict_latency(b: Bench, n: int) -> Figure:
