@@ -30,11 +30,10 @@ from shared.store import pack, unpack
 MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
 # Items of a step known to be quick go several to a message, so a wide fan-out of cheap
 # steps pays the broker and the records per batch, not per item: a batch is sized to
-# about BATCH_TARGET_MS of the skill's recent average duration, at most MAX_BATCH items,
-# so the work spreads over as many messages as it has 200 ms slices (and over at least
-# MIN_MESSAGES, for a second worker process to share it). A skill with no history, or a
-# slow one, goes one item per message.
-BATCH_TARGET_MS = 200.0
+# about settings.batch_target_ms (200 ms) of the skill's recent average duration, at most
+# MAX_BATCH items, so the work spreads over as many messages as it has such slices (and
+# over at least MIN_MESSAGES, for a second worker process to share it). A skill with no
+# history, or a slow one, goes one item per message.
 MAX_BATCH = 64
 MIN_MESSAGES = 2
 HISTORY_WINDOW = 20
@@ -233,7 +232,7 @@ class _Advance:
             self.out.dispatch.append(Dispatch(ids, step.queue))
 
     def _batch_size(self, skill: str, items: int) -> int:
-        if items < 2:
+        if items < 2 or not self.settings.batch_target_ms:
             return 1
         recent = (select(StepRun.duration_ms)
                   .where(StepRun.skill == skill, StepRun.state == StepState.SUCCEEDED.value,
@@ -242,7 +241,7 @@ class _Advance:
         avg_ms = self.session.scalar(select(func.avg(recent.c.duration_ms)))
         if avg_ms is None:
             return 1
-        by_time = int(BATCH_TARGET_MS / max(float(avg_ms), 0.1))
+        by_time = int(self.settings.batch_target_ms / max(float(avg_ms), 0.1))
         by_spread = -(-items // MIN_MESSAGES)
         return max(1, min(MAX_BATCH, by_time, by_spread))
 

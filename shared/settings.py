@@ -34,6 +34,11 @@ class Settings(BaseSettings):
                                "proves its worker alive")
     dead_after_s: float = Field(default=30.0, gt=0, description="a running step whose "
                                 "heartbeat is older than this is re-dispatched")
+    batch_target_ms: float = Field(default=200.0, ge=0, description="a quick step's fan-out "
+                                   "items go several to a message, about this much of its "
+                                   "recent average work each; 0 = one item per message")
+    secrets_file: Path | None = Field(default=None, description="the 0600 secrets file; "
+                                      "unset = <home>/secrets.toml")
 
 
 def get_settings() -> Settings:

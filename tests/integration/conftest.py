@@ -482,13 +482,13 @@ def run_skill(healthy: Stack, tmp_path: Path) -> Callable[..., RunResult]:
     """
 
     def call(name: str, vault_path: Path, *args: str, inputs: dict[str, Any] | None = None,
-             timeout_s: float = 120.0) -> RunResult:
+             timeout_s: float = 120.0, env: dict[str, str] | None = None) -> RunResult:
         argv = ["run", name, "--vault", str(vault_path)]
         for key, value in (inputs or {}).items():
             text = value if isinstance(value, str) else json.dumps(value)
             argv += ["--input", f"{key}={text}"]
         before = healthy.run_ids(name)
-        proc = healthy.cli(*argv, *args, cwd=tmp_path, timeout_s=timeout_s)
+        proc = healthy.cli(*argv, *args, cwd=tmp_path, timeout_s=timeout_s, env=env)
         new = [r for r in healthy.runs_of(name)
                if r.id not in before and r.parent_step_run_id is None]
         assert len(new) <= 1, f"one command created {len(new)} runs"

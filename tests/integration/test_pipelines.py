@@ -101,6 +101,28 @@ def test_fan_out_then_parallel_branches_keep_item_order(stack: Stack, run_skill:
     assert overlap(spans[0], spans[1]), f"the branches ran one after the other: {spans}"
 
 
+def test_quick_items_go_in_batches_yet_each_keeps_its_own_record(
+        stack: Stack, run_skill: RunSkill, vault: Path) -> None:
+    # The first run gives echo a history; with it, the planner sends echo's items several
+    # to a message (orchestrator/planner.py), claimed in one statement. The fan step is
+    # the run's first, so the client plans it: its settings size the batches, generously
+    # here so that a loaded machine's slow python3 still makes batches.
+    texts = [f"t{i}" for i in range(24)]
+    for _ in range(2):
+        result = run_skill("empty-fan", vault, "--json", inputs={"items": texts},
+                           env={"SKILLQ_BATCH_TARGET_MS": "5000"})
+        assert result.code == 0, result
+        assert result.json() == {"texts": texts, "count": 24}
+    assert result.run_id is not None
+    fan = stack.steps(result.run_id, "fan")
+    assert [(r.item_index, r.attempt, r.state) for r in fan] == \
+        [(i, 1, "succeeded") for i in range(24)]
+    assert [outputs_of(stack, r) for r in fan] == [{"text": t} for t in texts]
+    claims = {r.started_at for r in fan}  # a batch's items are claimed at one instant
+    assert len(claims) < len(fan), "every item went in a message of its own"
+    assert all(r.worker and r.duration_ms is not None for r in fan)
+
+
 def test_on_failure_skip_drops_the_failed_item(stack: Stack, run_skill: RunSkill,
                                                vault: Path) -> None:
     result = run_skill("skip-failures", vault, "--json",
