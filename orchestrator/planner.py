@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from shared.cache import input_hash
+from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.db.step_records import insert_attempts
 from shared.manifest import OnFailure
@@ -188,6 +189,7 @@ class _Advance:
         run.failed_item = item if item is not None and item >= 0 else None
         run.finished_at = _now()
         self.out.finished = True
+        _count_run(self.session, run)
 
     def _launch(self, step: PlanStep) -> None:
         scope = self.scope()
@@ -308,6 +310,7 @@ class _Advance:
         run.outputs = pack(self.session, outputs, self.settings.inline_output_bytes)
         run.finished_at = _now()
         self.out.finished = True
+        _count_run(self.session, run)
 
 
 def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
@@ -366,4 +369,16 @@ def _finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
         parent.state = StepState.FAILED
         parent.error = f"nested run {run.id} of {run.skill}: {run.error}"
         parent.error_kind = "nested"
+    totals = skill_stats.Totals()
+    totals.add(success=parent.state == StepState.SUCCEEDED, duration_ms=parent.duration_ms,
+               cost_usd=parent.cost_usd or 0.0, at=parent.finished_at)
+    skill_stats.add(session, parent.skill, skill_stats.STEP, totals)
     out.advance_runs.append(parent.run_id)
+
+
+def _count_run(session: Session, run: PipelineRun) -> None:
+    totals = skill_stats.Totals()
+    at = run.finished_at or _now()
+    took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
+    totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took, cost_usd=0.0, at=at)
+    skill_stats.add(session, run.skill, skill_stats.PIPELINE, totals)

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from shared.atomic import write_json
+from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.skill import BENCHMARKS, Skill
 from shared.skillfiles import RUN_WINDOW
@@ -43,11 +44,7 @@ def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict
              "triggered_by": parent if parent != skill else None,
              "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
             for r, parent in reversed(rows)]
-    agg = session.execute(select(
-        func.count(), func.avg(case((StepRun.state == StepState.SUCCEEDED, 1.0), else_=0.0)),
-        func.avg(StepRun.duration_ms), func.avg(StepRun.cost_usd), func.max(StepRun.finished_at),
-    ).where(StepRun.skill == skill, final)).one()
-    return runs, _aggregates(agg)
+    return runs, _aggregates(skill_stats.read(session, skill, skill_stats.STEP))
 
 
 def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
@@ -64,20 +61,12 @@ def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
              "triggered_by": r.triggered_by, "input_hash": r.input_hash,
              "version": r.version, "cache_hit": False}
             for r, ms in reversed(rows)]
-    agg = session.execute(select(
-        func.count(), func.avg(case((PipelineRun.state == RunState.SUCCEEDED, 1.0), else_=0.0)),
-        func.avg(duration), func.avg(0.0), func.max(PipelineRun.finished_at),
-    ).where(PipelineRun.skill == skill, final)).one()
-    return runs, _aggregates(agg)
+    return runs, _aggregates(skill_stats.read(session, skill, skill_stats.PIPELINE))
 
 
-def _aggregates(row: Any) -> dict[str, Any]:
-    total, rate, avg_ms, avg_cost, last = row
-    return {"total_runs": int(total),
-            "success_rate": None if rate is None else round(float(rate), 4),
-            "avg_duration_ms": None if avg_ms is None else round(float(avg_ms), 1),
-            "avg_cost_usd": None if avg_cost is None else round(float(avg_cost), 6),
-            "last_run": _iso(last)}
+def _aggregates(totals: dict[str, Any]) -> dict[str, Any]:
+    # Running totals (shared/db/skill_stats.py): one row read, however long the history.
+    return {**totals, "last_run": _iso(totals["last_run"])}
 
 
 def refresh(session: Session, skill: Skill, locks: Path) -> Path:

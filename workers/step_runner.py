@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shared import cache
+from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.db.step_records import claim_pending, finish_attempt, open_items
@@ -260,6 +261,7 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
     """
     due: set[str] = set()
     steps: set[tuple[str, str]] = set()
+    totals: dict[str, skill_stats.Totals] = {}
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
         for job, result in done:
@@ -276,8 +278,12 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
                 "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
                 "now": now, "duration_ms": result.duration_ms,
                 "not_before": result.not_before}, pid=ctx.pid)
-            if not mine:
+            if mine is None:
                 continue  # re-dispatched meanwhile (declared lost): the new attempt counts
+            if StepState(result.state).final:
+                totals.setdefault(job.skill, skill_stats.Totals()).add(
+                    success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
+                    cost_usd=mine.cost_usd, at=now)
             if "cache" in result.extra and result.outputs is not None:
                 key, ttl = result.extra["cache"]
                 cache.store(session, key=key, skill=job.skill, version=job.version,
@@ -286,6 +292,8 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
                 due.add(job.run_id)  # a lone item needs no count: it was the step's last
             else:
                 steps.add((job.run_id, job.step_id))
+        for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
+            skill_stats.add(session, skill, skill_stats.STEP, sums)
     if steps - {(r, s) for r, s in steps if r in due}:
         with transaction(ctx.database_url) as session:
             due |= {run for run, step in steps

@@ -30,6 +30,7 @@ class PipelineRun(Base):
     """One run of a skill: the top of a pipeline, or a nested orchestrator's run."""
 
     __tablename__ = "pipeline_runs"
+    __table_args__ = (Index("ix_pipeline_runs_skill_finished", "skill", "finished_at"),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     skill: Mapped[str] = mapped_column(String(64), index=True)
@@ -128,3 +129,19 @@ class CacheEntry(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class SkillStats(Base):
+    """Running totals per skill, kept as attempts and runs end, so a skill's
+    benchmarks.json aggregates cost one row read however long its history grows."""
+
+    __tablename__ = "skill_stats"
+
+    skill: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # "step" | "pipeline"
+    runs: Mapped[int] = mapped_column(BigInteger, default=0)
+    successes: Mapped[int] = mapped_column(BigInteger, default=0)
+    duration_ms_sum: Mapped[float] = mapped_column(Float, default=0.0)
+    duration_n: Mapped[int] = mapped_column(BigInteger, default=0)  # runs with a duration
+    cost_usd_sum: Mapped[float] = mapped_column(Float, default=0.0)
+    last_run: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

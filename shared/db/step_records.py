@@ -83,17 +83,26 @@ _FINISH = text(
     "UPDATE step_runs SET state = :state, outputs = CAST(:outputs AS jsonb), error = :error, "
     "error_kind = :error_kind, cache_hit = :cache_hit, exit_code = :exit_code, "
     "stdout_tail = :stdout_tail, stderr_tail = :stderr_tail, finished_at = :now, "
-    "duration_ms = COALESCE(:duration_ms, EXTRACT(EPOCH FROM :now - started_at) * 1000), "
+    "duration_ms = COALESCE(CAST(:duration_ms AS double precision), "
+    "EXTRACT(EPOCH FROM CAST(:now AS timestamptz) - started_at) * 1000), "
     "not_before = :not_before "
-    "WHERE id = :id AND state = 'running' AND worker_pid = :pid RETURNING id")
+    "WHERE id = :id AND state = 'running' AND worker_pid = :pid "
+    "RETURNING duration_ms, cost_usd")
 
 
-def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> bool:
-    """Record an attempt's result; False when it is no longer this process's to record
+@dataclass(frozen=True, slots=True)
+class Finished:
+    duration_ms: float | None
+    cost_usd: float
+
+
+def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Finished | None:
+    """Record an attempt's result; None when it is no longer this process's to record
     (declared lost and re-dispatched meanwhile: the newer attempt counts)."""
     params = {**values, "pid": pid,
               "outputs": None if values.get("outputs") is None else json.dumps(values["outputs"])}
-    return session.execute(_FINISH, params).first() is not None
+    row = session.execute(_FINISH, params).first()
+    return None if row is None else Finished(row.duration_ms, row.cost_usd)
 
 
 def open_items(session: Session, run_id: str, step_id: str) -> int:
