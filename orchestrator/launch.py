@@ -19,15 +19,22 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from orchestrator.connect import Connection, consumed_queues
+from orchestrator.connect import Connection
 from orchestrator.history import descendant_run_ids, latest_states
 from orchestrator.library.guard import refuse_disabled_run
+from orchestrator.routing import (
+    NoRoute,
+    ask_for_software,
+    online_daemons,
+    route,
+    unknown_software,
+)
 from orchestrator.submit import checked, create_run
 from orchestrator.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import SkillqError
-from shared.plan import Plan, build_plan
+from shared.plan import Plan, PlanStep, build_plan
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
@@ -57,27 +64,51 @@ class Progress:
         return sum(self.counts.get(s, 0) for s in ("succeeded", "skipped", "failed"))
 
 
-def needed_queues(vault: Vault, plan: Plan) -> dict[str, str]:
-    """Queue -> a step that needs it, through nested orchestrators too."""
-    needed = {CONTROL_QUEUE: "(the planner)"}
+RECHECK_S = 2.0  # a worker that has just started may still be announcing itself
+
+
+def plan_steps(vault: Vault, plan: Plan, prefix: str = "") -> list[tuple[str, PlanStep]]:
+    """Every step a run of ``plan`` may launch, nested orchestrators' steps included."""
+    found = []
     for step in plan.steps:
-        needed.setdefault(step.queue, step.id)
+        found.append((prefix + step.id, step))
         if step.kind == "orchestrator":
             inner = build_plan(vault.skills[step.skill], vault.skills, {})
-            for queue, sid in needed_queues(vault, inner).items():
-                needed.setdefault(queue, f"{step.id}/{sid}")
-    return needed
+            found += plan_steps(vault, inner, f"{prefix}{step.id}/")
+    return found
 
 
-def unserved(conn: Connection, vault: Vault, plan: Plan) -> str | None:
-    needed = needed_queues(vault, plan)
-    served = consumed_queues(conn.app)
-    lacking = {q: s for q, s in needed.items() if q not in served}
-    if not lacking:
+def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
+    """Why some step of this run could not be routed to an online daemon, or None.
+
+    Software no daemon has looked for yet is asked for (``wanted_software``) and the
+    answer awaited for a couple of heartbeats, so routing never guesses.
+    """
+    steps = plan_steps(vault, plan)
+    patience_s = max(RECHECK_S, 2 * conn.settings.heartbeat_s + 1)
+    deadline = time.monotonic() + patience_s
+    while True:
+        with transaction(conn.endpoints.database_url) as session:
+            daemons = online_daemons(session, conn.settings.daemon_offline_after_s)
+            unknown = set().union(*(unknown_software(s.requires, daemons) for _, s in steps))
+            if unknown:
+                ask_for_software(session, unknown)
+        problems = []
+        if not any(CONTROL_QUEUE in d.queues for d in daemons):
+            problems.append(f"the planner needs queue '{CONTROL_QUEUE}': no online daemon "
+                            f"serves it; start one with `skillq worker --queues {CONTROL_QUEUE}`")
+        for path, step in steps:
+            try:
+                route(step.queue, step.requires, daemons)
+            except NoRoute as exc:
+                problems.append(f"step '{path}' ({step.skill}) needs queue '{step.queue}': "
+                                f"{exc}")
+        if not (problems or unknown) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if not problems:
         return None
-    parts = [f"step '{s}' needs queue '{q}'" for q, s in lacking.items()]
-    return ("no online worker consumes what this run needs: " + "; ".join(parts)
-            + ". Start one with `skillq worker --queues " + ",".join(lacking) + "`")
+    return "no online worker can run what this run needs: " + "; ".join(problems)
 
 
 def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
@@ -90,7 +121,7 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     checked(vault, skill)
     refuse_disabled_run(conn.endpoints.database_url, vault, skill)
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
-    missing = unserved(conn, vault, plan)
+    missing = unrunnable(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
     return launch(conn, vault, skill, given, plan=plan, source=source,

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from orchestrator.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
 from shared.cache import input_hash
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
@@ -44,6 +45,7 @@ HISTORY_WINDOW = 20
 class Dispatch:
     step_run_ids: tuple[str, ...]  # one message: several when the step's items are quick
     queue: str
+    label: str = ""  # the step's skill: what Flower shows beside the ids (canvas.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +105,21 @@ class _Advance:
         self.values: dict[str, Any] = {}
         self.now = _now()
         self.next_due: datetime | None = None  # the earliest retry waiting for its time
+        self.daemons: list[OnlineDaemon] | None = None  # read once, when a step is routed
 
     # -- attempts -----------------------------------------------------------------
     def _next_attempt(self, row: StepRun, due: datetime | None) -> None:
+        # Routed again: the daemon that ran the last attempt may be the one that died.
+        try:
+            where = self._route(self.plan.step(row.step_id))
+        except ResolveError as exc:
+            self._fail(row.step_id, row.item_index, str(exc))
+            return
         new = StepRun(id=step_run_id(row.run_id, row.step_id, row.item_index, row.attempt + 1),
                       run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
                       attempt=row.attempt + 1, skill=row.skill, version=row.version,
-                      state=StepState.PENDING, source=row.source, queue=row.queue,
+                      state=StepState.PENDING, source=row.source,
+                      queue=where.queue_for(row.item_index + 1), route=where.reason,
                       inputs=row.inputs, input_hash=row.input_hash, not_before=due)
         self.session.add(new)
         self.latest[(row.step_id, row.item_index)] = new
@@ -132,6 +142,8 @@ class _Advance:
         now = self.now
         dead_before = now - timedelta(seconds=self.settings.dead_after_s)
         for key, row in list(self.loaded.items()):
+            if self.out.finished:
+                return
             if row.state == StepState.RETRYING:
                 self._next_attempt(row, row.not_before)
             elif row.state == StepState.PENDING and row.not_before is not None:
@@ -217,21 +229,31 @@ class _Advance:
                         continue  # not given: the called skill's default applies
                     raise _ItemError(index if step.fans_out else -1, str(exc)) from None
             prepared.append((index if step.fans_out else -1, inputs))
-        records = []
+        where = self._route(step)  # before any row: a step nobody can run fails here
+        size = self._batch_size(step.skill, len(prepared))
+        records: list[dict[str, Any]] = []
         for index, inputs in prepared:
+            queue = where.queue_for(len(records) // size)
             records.append({
                 "id": step_run_id(self.run.id, step.id, index, 1), "run_id": self.run.id,
                 "step_id": step.id, "item_index": index, "attempt": 1, "skill": step.skill,
                 "version": step.version, "state": StepState.PENDING.value,
-                "source": self.run.source, "queue": step.queue,
+                "source": self.run.source, "queue": queue,
                 "inputs": pack(self.session, inputs, self.settings.inline_output_bytes),
-                "input_hash": input_hash(inputs), "not_before": None})
+                "input_hash": input_hash(inputs), "not_before": None, "route": where.reason})
             self.latest[(step.id, index)] = _Launched()
         insert_attempts(self.session, records)
-        size = self._batch_size(step.skill, len(records))
         for start in range(0, len(records), size):
-            ids = tuple(r["id"] for r in records[start:start + size])
-            self.out.dispatch.append(Dispatch(ids, step.queue))
+            batch = records[start:start + size]
+            self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"]))
+
+    def _route(self, step: PlanStep) -> Route:
+        if self.daemons is None:
+            self.daemons = online_daemons(self.session, self.settings.daemon_offline_after_s)
+        try:
+            return route(step.queue, step.requires, self.daemons)
+        except NoRoute as exc:
+            raise ResolveError(f"no daemon can run it: {exc}") from None
 
     def _batch_size(self, skill: str, items: int) -> int:
         if items < 2 or not self.settings.batch_target_ms:

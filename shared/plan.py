@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.manifest import Frozen, Manifest, OnFailure
+from shared.manifest import Frozen, Manifest, OnFailure, Requires
 from shared.queues import CONTROL_QUEUE, queue_for
 from shared.skill import Skill
 from shared.stepgraph import step_dependencies
@@ -33,6 +33,10 @@ class PlanStep(Frozen):
     array_outputs: tuple[str, ...] = ()
     retries: int = 0
     timeout_s: float | None = None
+    # ``version`` came from a ``NAME@V`` pin (workers/published.py runs V from the store
+    # when the vault holds another version), not from the vault at run start.
+    pinned: bool = False
+    requires: Requires = Requires()  # where it may run: routed at launch (routing.py)
 
     @property
     def fans_out(self) -> bool:
@@ -64,7 +68,7 @@ def _plan_step(step_id: str, callee: Skill, **fields: Any) -> PlanStep:
         "queue": _queue(m),
         "array_outputs": tuple(o.name for o in m.outputs if o.value_type.is_array),
         "retries": m.run.retries if m.run else 0,
-        "timeout_s": m.run.timeout if m.run else None, **fields})
+        "timeout_s": m.run.timeout if m.run else None, "requires": m.requires, **fields})
 
 
 def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, Any],
@@ -77,10 +81,13 @@ def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, An
         return Plan(skill=skill.name, version=m.version, steps=(step,), outputs_of=skill.name,
                     workdir=workdir)
     deps = step_dependencies(m)
+    # A pinned step's queue, kind and outputs are read from the vault's current version
+    # of the callee: pinning is for versions of the same interface.
     steps = tuple(
         _plan_step(s.id, skills[s.skill_name], for_each=s.for_each,
                    on_failure=s.on_failure, after=tuple(deps[s.id]),
-                   **{"with": dict(s.with_)})
+                   **{"with": dict(s.with_)},
+                   **({"version": s.skill_version, "pinned": True} if s.skill_version else {}))
         for s in m.steps or ())
     outputs = {o.name: o.from_ for o in m.outputs if o.from_ is not None}
     return Plan(skill=skill.name, version=m.version, steps=steps, outputs=outputs,

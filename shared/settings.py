@@ -6,8 +6,9 @@ Nothing is read at import time: call ``get_settings()`` where a setting is neede
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -37,8 +38,34 @@ class Settings(BaseSettings):
     batch_target_ms: float = Field(default=200.0, ge=0, description="a quick step's fan-out "
                                    "items go several to a message, about this much of its "
                                    "recent average work each; 0 = one item per message")
+    daemon: str | None = Field(default=None, description="this machine's daemon name in "
+                               "announcements and per-daemon queues; unset = the host name")
+    role: Literal["agent", "daily-driver"] = Field(default="agent", description="routing "
+                                                   "prefers agent daemons over daily drivers")
+    software: str = Field(default="", description="comma-separated programs to look for on "
+                          "PATH besides those the vault's skills require")
+    capabilities: str = Field(default="", description="comma-separated extra capability tags "
+                              "this daemon announces (gpu, browser, desktop are detected)")
+    daemon_offline_after_s: float = Field(default=30.0, gt=0, description="a daemon with no "
+                                          "heartbeat for this long is shown offline and "
+                                          "not routed to")
     secrets_file: Path | None = Field(default=None, description="the 0600 secrets file; "
                                       "unset = <home>/secrets.toml")
+    task_events: bool = Field(default=False, description="workers and clients send Celery "
+                              "task events from the start (for Flower); off by default "
+                              "because events cost a third of a fan-out's throughput")
+    beat_tick_s: float = Field(default=10.0, gt=0, description="the longest `skillq beat` "
+                               "sleeps between looks at the schedules table (it also wakes "
+                               "at the next due time); a beat waiting for the lock retries "
+                               "this often")
+    beat_grace_s: float = Field(default=120.0, ge=0, description="a schedule due longer ago "
+                                "than this was missed (beat was down): its --catch-up policy "
+                                "decides whether it runs once or is skipped")
+    flower_auth: SecretStr | None = Field(default=None, description="user:password (comma "
+                                          "separated for several) that `skillq flower` "
+                                          "requires; unset = Flower only on 127.0.0.1")
+    chromium_path: Path | None = Field(default=None, description="the browser dom0 steps "
+                                       "launch; unset = Playwright's own, else the system's")
 
 
 def get_settings() -> Settings:

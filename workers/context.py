@@ -19,6 +19,7 @@ class WorkerContext:
     vault: Path
     hostname: str
     pid: int
+    daemon: str | None = None  # recorded with each step this process runs
 
 
 @functools.cache
@@ -28,7 +29,7 @@ def _context(pid: int) -> WorkerContext:
         raise ConfigError("SKILLQ_DATABASE_URL is not set for this worker")
     return WorkerContext(settings=settings, database_url=settings.database_url,
                          vault=settings.vault.resolve(), hostname=socket.gethostname(),
-                         pid=pid)
+                         pid=pid, daemon=settings.daemon or socket.gethostname())
 
 
 def current() -> WorkerContext:

@@ -7,8 +7,10 @@ database come from SKILLQ_BROKER_URL / SKILLQ_DATABASE_URL (the local stack sets
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
+from typing import Any
 
 from celery.signals import worker_process_init, worker_ready
 
@@ -16,13 +18,21 @@ from shared.celery_app import create_app
 from shared.db.session import dispose_engines
 from shared.errors import ConfigError
 from shared.settings import get_settings
-from workers import sweeper
+from workers import announce, sweeper
 
 
-def worker_argv(queues: list[str], concurrency: int, name: str) -> list[str]:
+def worker_argv(queues: list[str], concurrency: int, node: str) -> list[str]:
     return ["worker", "--queues", ",".join(queues), "--concurrency", str(concurrency),
-            "--hostname", f"{name}@{socket.gethostname()}", "--without-mingle",
-            "--without-gossip", "--loglevel", "INFO", "--pool", "prefork"]
+            "--hostname", node, "--without-mingle", "--without-gossip", "--loglevel", "INFO",
+            "--pool", "prefork"]
+
+
+def daemon_queues(queues: list[str], daemon: str | None) -> list[str]:
+    """The shared queues, plus each one narrowed to this daemon (`default@laptop`), where
+    the planner sends a step that only this daemon can run or that is pinned to it."""
+    if not daemon:
+        return queues
+    return [*queues, *(f"{q}@{daemon}" for q in queues if "@" not in q)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +40,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queues", required=True, help="comma-separated queue names")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--name", default=None, help="worker name (default: the queues)")
+    parser.add_argument("--daemon", default=None, help="this machine's daemon name "
+                        "(default: SKILLQ_DAEMON, else the host name)")
+    parser.add_argument("--role", choices=("agent", "daily-driver"), default=None,
+                        help="routing prefers agent daemons (default: SKILLQ_ROLE or agent)")
     args = parser.parse_args(argv)
+    # Through the environment, so the pool processes (which read their own settings) agree.
+    if args.daemon:
+        os.environ["SKILLQ_DAEMON"] = args.daemon
+    if args.role:
+        os.environ["SKILLQ_ROLE"] = args.role
     settings = get_settings()
     if not settings.broker_url:
         raise ConfigError("SKILLQ_BROKER_URL is not set: start workers with `skillq up`, or "
@@ -39,8 +58,17 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings, broker_url=settings.broker_url,
                      result_backend=settings.result_backend)
     name = args.name or "-".join(queues)
+    daemon = announce.daemon_name(settings)
+    node = f"{name}@{daemon if settings.daemon else socket.gethostname()}"
 
-    def on_ready(**_: object) -> None:
+    def on_ready(sender: Any = None, **_: object) -> None:
+        def live_queues() -> list[str]:
+            consumer = getattr(sender, "task_consumer", None)
+            if consumer is None:
+                return daemon_queues(queues, daemon)
+            return [q.name for q in consumer.queues]
+
+        announce.start(settings, node, live_queues)
         sweeper.start(app, settings)
 
     def on_fork(**_: object) -> None:
@@ -50,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
 
     worker_ready.connect(on_ready, weak=False)
     worker_process_init.connect(on_fork, weak=False)
-    app.worker_main(worker_argv(queues, args.concurrency, name))
+    app.worker_main(worker_argv(daemon_queues(queues, daemon), args.concurrency, node))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from shared.store import pack, unpack
 from shared.vault import open_skill, open_vault
 from workers.context import WorkerContext
 from workers.heartbeat import heartbeat
+from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, screen_columns
 from workers.script_executor import ScriptStatus, run_script
 
 BACKOFF_BASE_S = 1.0
@@ -69,6 +70,7 @@ class Result:
     stderr_tail: str | None = None
     duration_ms: float | None = None
     not_before: datetime | None = None
+    screen: ScreenRun | None = None  # a dom0/cmd0 step: its wait for the machine's lock
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,7 +117,8 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Cla
     now = datetime.now(UTC)
     taken: dict[str, Claim] = {}
     with transaction(ctx.database_url) as session:
-        for c in claim_pending(session, ids, worker=worker, pid=ctx.pid, now=now).values():
+        for c in claim_pending(session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
+                               now=now).values():
             vault = Path(c.vault) if Path(c.vault).is_dir() else ctx.vault
             taken[c.id] = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
                                 skill=c.skill, version=c.version, attempt=c.attempt,
@@ -164,6 +167,7 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
         row.state = StepState.RUNNING
         row.worker = worker  # the Celery worker (dom0@host), not just the machine
         row.worker_pid = ctx.pid
+        row.daemon = ctx.daemon
         row.started_at = now
         row.heartbeat_at = now
         plan = Plan.model_validate(run.plan)
@@ -191,7 +195,7 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
                       error_kind="version_mismatch")
     if skill.manifest.is_orchestrator:
         return _start_child(ctx, job, skill)
-    if skill.manifest.run is None:
+    if skill.manifest.kind == "instructions":
         return Result(StepState.FAILED, error=f"{job.skill} is an instruction-only skill; "
                       "this deployment has no agent executor to run it", error_kind="no_executor")
     try:
@@ -207,21 +211,30 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
                 return Result(StepState.SUCCEEDED, outputs=hit.outputs, cache_hit=True,
                               duration_ms=0.0)
     workdir = Path(job.workdir) if job.workdir and Path(job.workdir).is_dir() else None
-    done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
-                      timeout_s=skill.manifest.run.timeout,
-                      max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
-                      extra_env={STEP_MARKER: job.row_id})
+    screen = None
+    if is_screen_step(skill.manifest):  # dom0/cmd0: one at a time per machine
+        screen = run_screen_step(skill.folder, skill.manifest, inputs, settings=ctx.settings,
+                                 database_url=ctx.database_url, secrets=secrets,
+                                 workdir=workdir, extra_env={STEP_MARKER: job.row_id})
+        done = screen.done
+    else:
+        assert skill.manifest.run is not None
+        done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
+                          timeout_s=skill.manifest.run.timeout,
+                          max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
+                          extra_env={STEP_MARKER: job.row_id})
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
                     stdout_tail=redact(done.stdout_tail, secrets),
                     stderr_tail=redact(done.stderr_tail, secrets),
-                    duration_ms=float(done.duration_ms))
+                    duration_ms=float(done.duration_ms), screen=screen)
     if done.status == ScriptStatus.SUCCESS:
         result.outputs = done.outputs
         if skill.manifest.cache.enabled:
             result.extra["cache"] = (key, skill.manifest.cache.ttl)
         return result
     result.error = redact(done.error or done.status.value, secrets)
-    if done.status == ScriptStatus.TRANSIENT and job.attempt <= skill.manifest.run.retries:
+    retries = skill.manifest.run.retries if skill.manifest.run else 0  # actions: none
+    if done.status == ScriptStatus.TRANSIENT and job.attempt <= retries:
         result.state = StepState.RETRYING
         result.error_kind = "transient"
         result.not_before = datetime.now(UTC) + timedelta(seconds=_backoff_s(job.attempt))
@@ -277,7 +290,8 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
                 "cache_hit": result.cache_hit, "exit_code": result.exit_code,
                 "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
                 "now": now, "duration_ms": result.duration_ms,
-                "not_before": result.not_before}, pid=ctx.pid)
+                "not_before": result.not_before, **screen_columns(result.screen)},
+                pid=ctx.pid)
             if mine is None:
                 continue  # re-dispatched meanwhile (declared lost): the new attempt counts
             if StepState(result.state).final:

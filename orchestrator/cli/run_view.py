@@ -18,10 +18,14 @@ def _attempt(row: StepRun) -> str:
     took = f"{row.duration_ms:.0f} ms" if row.duration_ms is not None else "-"
     parts = [f"[{style}]{row.state}[/]", f"attempt {row.attempt}", took]
     if row.worker:
-        parts.append(f"on {row.worker}")
+        parts.append(f"on {row.worker}" + (f" (daemon {row.daemon})" if row.daemon else ""))
     if row.cache_hit:
         parts.append("cache hit")
+    if row.lock_wait_ms is not None:  # a screen step: one at a time per machine
+        parts.append(f"waited {row.lock_wait_ms:.0f} ms for the {row.queue} lock")
     text = " · ".join(parts)
+    if row.route:
+        text += f"\n[dim]routed to {row.queue}: {row.route}[/]"
     if row.error:
         text += f"\n[red]{row.error}[/]"
     return text

@@ -86,6 +86,7 @@ class StepRun(Base):
     worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     worker_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     daemon: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    route: Mapped[str | None] = mapped_column(Text, nullable=True)  # where it went and why
     cache_hit: Mapped[bool] = mapped_column(default=False)
     child_run_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -103,6 +104,10 @@ class StepRun(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                           nullable=True)
     not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # dom0/cmd0: the wait for the machine's screen lock, and when it was held.
+    lock_wait_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    locked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    unlocked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Artifact(Base):

@@ -24,7 +24,7 @@ COPY_FROM = 64  # below this many rows a multi-row INSERT is as quick and simple
 
 # The columns the planner writes when it launches attempts; the rest take their defaults.
 LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "version",
-                  "state", "source", "queue", "inputs", "input_hash", "not_before")
+                  "state", "source", "queue", "inputs", "input_hash", "not_before", "route")
 _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
 
 
@@ -59,7 +59,7 @@ class Claimed:
 
 _CLAIM = text(
     "UPDATE step_runs s SET state = 'running', worker = :worker, worker_pid = :pid, "
-    "started_at = :now, heartbeat_at = :now FROM pipeline_runs r "
+    "daemon = :daemon, started_at = :now, heartbeat_at = :now FROM pipeline_runs r "
     "WHERE s.id = ANY(:ids) AND s.state = 'pending' AND r.id = s.run_id "
     "AND r.state NOT IN ('failed', 'cancelled') "
     "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, r.vault, "
@@ -67,14 +67,14 @@ _CLAIM = text(
 
 
 def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int,
-                  now: datetime) -> dict[str, Claimed]:
+                  daemon: str | None, now: datetime) -> dict[str, Claimed]:
     """Mark the pending ones of ``ids`` running for this process; by id.
 
     Two deliveries of one message race on the row lock: the second re-checks
     ``state = 'pending'`` after the first commits and claims nothing.
     """
     rows = session.execute(_CLAIM, {"ids": list(ids), "worker": worker, "pid": pid,
-                                    "now": now}).all()
+                                    "daemon": daemon, "now": now}).all()
     return {r.id: Claimed(r.id, r.run_id, r.step_id, r.skill, r.version, r.attempt, r.inputs,
                           r.vault, r.workdir) for r in rows}
 
@@ -85,9 +85,14 @@ _FINISH = text(
     "stdout_tail = :stdout_tail, stderr_tail = :stderr_tail, finished_at = :now, "
     "duration_ms = COALESCE(CAST(:duration_ms AS double precision), "
     "EXTRACT(EPOCH FROM CAST(:now AS timestamptz) - started_at) * 1000), "
-    "not_before = :not_before "
+    "not_before = :not_before, lock_wait_ms = :lock_wait_ms, locked_at = :locked_at, "
+    "unlocked_at = :unlocked_at "
     "WHERE id = :id AND state = 'running' AND worker_pid = :pid "
     "RETURNING duration_ms, cost_usd")
+
+
+# A screen step's machine lock (workers/screen/lock.py); other steps have none.
+_NO_LOCK = {"lock_wait_ms": None, "locked_at": None, "unlocked_at": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,7 @@ class Finished:
 def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Finished | None:
     """Record an attempt's result; None when it is no longer this process's to record
     (declared lost and re-dispatched meanwhile: the newer attempt counts)."""
-    params = {**values, "pid": pid,
+    params = {**_NO_LOCK, **values, "pid": pid,
               "outputs": None if values.get("outputs") is None else json.dumps(values["outputs"])}
     row = session.execute(_FINISH, params).first()
     return None if row is None else Finished(row.duration_ms, row.cost_usd)

@@ -274,6 +274,18 @@ class Stack:
             self.app.control.cancel_consumer(queue, destination=dest, reply=True, timeout=5)
         wait_until(lambda: (queue in self.queues_of(worker)) == on, 10,
                    f"{worker} to {'start' if on else 'stop'} consuming {queue}", every_s=0.1)
+        # ...and until its next heartbeat has told the daemon registry (workers/announce.py),
+        # which is what `skillq run` checks.
+        wait_until(lambda: (queue in self.announced_queues(worker)) == on, 10,
+                   f"{worker}'s announcement to show {queue} {'on' if on else 'off'}",
+                   every_s=0.1)
+
+    def announced_queues(self, worker: str) -> set[str]:
+        from shared.db.daemon_models import DaemonWorker
+
+        with self.db() as session:
+            row = session.get(DaemonWorker, nodename(worker))
+            return set(row.queues) if row is not None else set()
 
     def is_script(self, pid: int) -> bool:
         """pid runs a skill script of this stack: its cwd is a scratch folder under our
@@ -511,3 +523,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         for name, log in _ACTIVE[-1].logs().items():
             report.sections.append((f"worker log {name} ({log})", tail(log, 80)))
     return report
+
+
+@pytest.fixture(scope="session")
+def xdisplay(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real X server (Xvfb, on a display number it picks itself) for desktop steps;
+    the cmd0 worker is restarted with DISPLAY pointing at it."""
+    xvfb = shutil.which("Xvfb")
+    if xvfb is None:
+        pytest.fail("Xvfb is not installed; the desktop (cmd0) tests need a real X display: "
+                    "apt-get install -y xvfb xdotool")
+    log = tmp_path_factory.mktemp("xvfb") / "xvfb.log"
+    read_fd, write_fd = os.pipe()
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([xvfb, "-displayfd", str(write_fd), "-screen", "0",
+                                 "1280x800x24", "-nolisten", "tcp"], pass_fds=(write_fd,),
+                                stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd) as pipe:  # Xvfb writes the display number once it listens
+            number = pipe.readline().strip()
+        if not number:
+            raise RuntimeError(f"Xvfb did not start:\n{tail(log)}")
+        display = f":{number}"
+        stack.env["DISPLAY"] = display
+        stack.tainted.add("agent-gpu-cmd0")  # `healthy` restarts it, now with DISPLAY
+        yield display
+    finally:
+        stack.env.pop("DISPLAY", None)
+        stack.tainted.add("agent-gpu-cmd0")
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -309,8 +309,8 @@ def test_a_run_no_worker_serves_exits_1_and_creates_nothing(healthy: Stack, vaul
         healthy.consumer("dom0", "dom0", on=True)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     message = " ".join(proc.stderr.split())
-    assert "no online worker consumes what this run needs: step 'each' needs queue " \
-        "'dom0'" in message, message
+    assert "no online worker can run what this run needs: step 'each' (dom0-stamp) needs " \
+        "queue 'dom0': no online daemon serves queue 'dom0'" in message, message
     assert "skillq worker --queues dom0" in message
     assert len(healthy.runs_of("dom0-five")) == before
 

@@ -1,0 +1,119 @@
+"""Routing: which queue a step goes to, from what online daemons announced.
+
+A step goes to its approach's queue (``default``, ``dom0`` ...), which every daemon serving
+that queue class consumes. It is narrowed to one daemon's own queue (``default@gpu-box``)
+when the skill pins a daemon (``requires.daemon``), or when only some of the daemons
+serving the queue have the software and capabilities it requires. Among eligible
+daemons, ``agent`` daemons are preferred to ``daily-driver`` ones; when several remain
+but not all, a fan-out's messages take turns among them. A step that no online daemon can
+run is refused before anything is sent, naming what is missing and who lacks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
+from shared.manifest import Requires
+
+ROLE_RANK = {"agent": 0, "daily-driver": 1}
+
+
+@dataclass(frozen=True)
+class OnlineDaemon:
+    name: str
+    role: str
+    queues: frozenset[str]  # consumed by at least one of its live workers
+    capabilities: frozenset[str]
+    software: frozenset[str]  # found on its PATH
+    looked_for: frozenset[str]  # every program it has looked for, found or not
+
+
+@dataclass(frozen=True)
+class Route:
+    queues: tuple[str, ...]  # one, or several daemons' queues a fan-out takes turns on
+    reason: str
+
+    def queue_for(self, message_index: int) -> str:
+        return self.queues[message_index % len(self.queues)]
+
+
+class NoRoute(Exception):
+    """No online daemon can run the step (the message says what is missing where)."""
+
+
+def unknown_software(requires: Requires, daemons: Sequence[OnlineDaemon]) -> set[str]:
+    """Required programs some online daemon has not looked for yet (ask, then route)."""
+    return {s for s in requires.software for d in daemons if s not in d.looked_for}
+
+
+def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemon]:
+    cutoff = datetime.now(UTC) - timedelta(seconds=offline_after_s)
+    rows = session.execute(
+        select(Daemon, DaemonWorker.queues).join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
+        .where(DaemonWorker.heartbeat_at >= cutoff)).all()
+    merged: dict[str, tuple[Daemon, set[str]]] = {}
+    for daemon, queues in rows:
+        merged.setdefault(daemon.name, (daemon, set()))[1].update(queues)
+    return [OnlineDaemon(d.name, d.role, frozenset(q), frozenset(d.capabilities),
+                         frozenset(k for k, v in d.software.items() if v),
+                         frozenset(d.software)) for d, q in merged.values()]
+
+
+def _lacks(daemon: OnlineDaemon, requires: Requires) -> list[str]:
+    return [*(f"software '{s}'" for s in requires.software if s not in daemon.software),
+            *(f"capability '{c}'" for c in requires.capabilities
+              if c not in daemon.capabilities)]
+
+
+def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon]) -> Route:
+    serving = sorted((d for d in daemons if queue in d.queues), key=lambda d: d.name)
+    if requires.daemon:
+        pinned = next((d for d in daemons if d.name == requires.daemon), None)
+        own = f"{queue}@{requires.daemon}"
+        if pinned is None:
+            raise NoRoute(f"it is pinned to daemon '{requires.daemon}', which is offline "
+                          f"(online: {_names(daemons)})")
+        if own not in pinned.queues:
+            raise NoRoute(f"it is pinned to daemon '{requires.daemon}', which serves no "
+                          f"'{queue}' queue; start one there with `skillq worker --daemon "
+                          f"{requires.daemon} --queues {queue}`")
+        missing = _lacks(pinned, requires)
+        if missing:
+            raise NoRoute(f"it is pinned to daemon '{requires.daemon}', which lacks "
+                          f"{', '.join(missing)}")
+        return Route((own,), f"pinned to {requires.daemon}")
+    if not serving:
+        raise NoRoute(f"no online daemon serves queue '{queue}'; start one with `skillq "
+                      f"worker --queues {queue}`")
+    eligible = [d for d in serving if not _lacks(d, requires)]
+    if not eligible:
+        lacking = "; ".join(f"{d.name} lacks {', '.join(_lacks(d, requires))}"
+                            for d in serving)
+        raise NoRoute(f"no online daemon serving '{queue}' has what it requires ({lacking})")
+    best = min(ROLE_RANK.get(d.role, 9) for d in eligible)
+    chosen = [d for d in eligible if ROLE_RANK.get(d.role, 9) == best]
+    if len(chosen) == len(serving):
+        return Route((queue,), f"any daemon serving {queue} ({_names(serving)})")
+    others = sorted({d.name for d in serving} - {d.name for d in chosen})
+    why = "prefers role agent" if len(chosen) < len(eligible) else "has what it requires"
+    return Route(tuple(f"{queue}@{d.name}" for d in chosen if f"{queue}@{d.name}" in d.queues)
+                 or (queue,),
+                 f"{_names(chosen)} {why} (not {', '.join(others)})")
+
+
+def _names(daemons: Sequence[OnlineDaemon]) -> str:
+    return ", ".join(sorted(d.name for d in daemons)) or "none"
+
+
+def ask_for_software(session: Session, names: set[str]) -> None:
+    """Have every daemon look for these programs at its next heartbeat."""
+    now = datetime.now(UTC)
+    session.execute(insert(WantedSoftware).values(
+        [{"name": n, "asked_at": now} for n in sorted(names)]).on_conflict_do_nothing())

@@ -1,0 +1,252 @@
+"""Many machines on one host: two daemons with their own SKILLQ_HOME and PATH.
+
+``alpha`` has a program on its PATH (``sqtool-alpha``) that no other daemon has; ``beta``
+is where the ``on-beta`` skill is pinned. Both are real worker processes
+(``python -m workers.main --daemon NAME``) on the test stack's broker and database, beside
+the stack's standard workers (the host's own daemon). The fixture vault is
+tests/integration/vaults/daemons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import VAULTS, RunResult, Stack, copy_vault, kill_pids, wait_until
+
+from shared.db.daemon_models import DaemonWorker
+
+RunSkill = Callable[..., RunResult]
+OFFLINE_AFTER_S = 2.0  # how soon a silent daemon is shown offline, in these tests
+FAST = {"SKILLQ_DAEMON_OFFLINE_AFTER_S": str(OFFLINE_AFTER_S)}
+
+
+@dataclass
+class Daemon:
+    name: str
+    proc: subprocess.Popen[bytes]
+    home: Path
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+
+def start_daemon(stack: Stack, root: Path, name: str, tools: list[str]) -> Daemon:
+    home = root / f"{name}-home"
+    bin_dir = home / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in tools:  # a program only this machine has
+        path = bin_dir / tool
+        path.write_text("#!/bin/sh\necho ok\n")
+        path.chmod(0o755)
+    env = {**stack.env, **FAST, "SKILLQ_HOME": str(home),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    log = (home / "worker.log").open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "workers.main", "--queues", "default",
+                             "--concurrency", "1", "--name", "d", "--daemon", name],
+                            env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    return Daemon(name, proc, home)
+
+
+def announced(stack: Stack, node: str) -> bool:
+    with stack.db() as session:
+        return session.get(DaemonWorker, node) is not None
+
+
+@pytest.fixture(scope="module")
+def daemons(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Daemon]]:
+    root = tmp_path_factory.mktemp("daemons")
+    started = {"alpha": start_daemon(stack, root, "alpha", ["sqtool-alpha"]),
+               "beta": start_daemon(stack, root, "beta", [])}
+    try:
+        for d in started.values():
+            wait_until(lambda d=d: announced(stack, f"d@{d.name}"), 60,
+                       f"daemon {d.name} to announce itself")
+        yield started
+    finally:
+        for d in started.values():
+            d.stop()
+
+
+def steps_by_id(stack: Stack, run_id: str) -> dict[str, list]:
+    return {sid: stack.steps(run_id, sid) for sid in ("tool", "pinned", "free")}
+
+
+def test_each_step_runs_on_the_daemon_its_requirements_demand(
+        healthy: Stack, daemons: dict[str, Daemon], run_skill: RunSkill,
+        tmp_path: Path) -> None:
+    vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
+    result = run_skill("two-daemons", vault, "--json", env=FAST)
+    assert result.code == 0, result
+    assert result.json()["found"].endswith("alpha-home/bin/sqtool-alpha")
+    assert result.run_id is not None
+    steps = steps_by_id(healthy, result.run_id)
+    (tool,), (pinned,), (free,) = steps["tool"], steps["pinned"], steps["free"]
+    assert (tool.daemon, tool.queue) == ("alpha", "default@alpha")
+    assert tool.route is not None and "alpha has what it requires" in tool.route
+    assert (pinned.daemon, pinned.queue) == ("beta", "default@beta")
+    assert pinned.route == "pinned to beta"
+    assert free.queue == "default" and free.daemon is not None
+    shown = healthy.cli("run-show", result.run_id, cwd=tmp_path)
+    assert "routed to default@alpha" in shown.stdout and "(daemon beta)" in shown.stdout
+
+
+def test_a_stopped_daemon_is_offline_and_only_runs_needing_it_are_refused(
+        healthy: Stack, daemons: dict[str, Daemon], run_skill: RunSkill,
+        tmp_path: Path) -> None:
+    vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
+    beta = daemons["beta"]
+    kill_pids([beta.proc.pid])  # the whole machine gone: no goodbye
+    beta.stop()
+
+    def beta_state() -> str:
+        listing = healthy.cli("daemons", "--json", cwd=tmp_path, env=FAST)
+        shown = {d["daemon"]: d for d in map(json.loads, listing.stdout.splitlines())}
+        return "online" if shown["beta"]["online"] else "offline"
+
+    wait_until(lambda: beta_state() == "offline", 3 * OFFLINE_AFTER_S + 5,
+               "beta to be shown offline")
+    before = len(healthy.runs_of("two-daemons"))
+    refused = run_skill("two-daemons", vault, env=FAST)
+    assert refused.code == 1, refused
+    message = " ".join(refused.stderr.split())
+    assert "step 'pinned' (on-beta)" in message and "daemon 'beta', which is offline" \
+        in message, message
+    assert len(healthy.runs_of("two-daemons")) == before  # refused before anything ran
+
+    still = run_skill("alpha-only", vault, "--json", env=FAST)
+    assert still.code == 0, still
+    assert still.run_id is not None
+    (tool,) = healthy.steps(still.run_id, "tool")
+    assert tool.daemon == "alpha"
+
+
+def test_software_no_daemon_has_is_named_with_who_lacks_it(
+        healthy: Stack, daemons: dict[str, Daemon], run_skill: RunSkill,
+        tmp_path: Path) -> None:
+    vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
+    manifest = vault / "needs-alpha-tool" / "SKILL.md"
+    manifest.write_text(manifest.read_text().replace("[sqtool-alpha]", "[sqtool-nowhere]"))
+    result = run_skill("alpha-only", vault, env=FAST)
+    assert result.code == 1, result
+    message = " ".join(result.stderr.split())
+    assert "no online daemon serving 'default' has what it requires" in message, message
+    assert "alpha lacks software 'sqtool-nowhere'" in message
+    assert result.run_id is None
+
+
+# -- a daemon behind its own network namespace ------------------------------------------
+
+class Forwarder:
+    """TCP forwarding from an address on the host's end of a veth link to a loopback port
+    (the embedded Redis and PostgreSQL listen on 127.0.0.1 only)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def forward(self, host: str, port: int) -> None:
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            writer.close()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(handle, host, port), self.loop)
+        future.result(timeout=10)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def namespaced(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """Daemon ``gamma`` in network namespace of its own, reaching the broker and the
+    database only over a veth link (10.231.x.1 on the host side, .2 inside)."""
+    tag = os.getpid() % 200 + 20
+    ns, host_end, ns_end = f"sq{tag}", f"sqh{tag}", f"sqn{tag}"
+    host_ip, ns_ip = f"10.231.{tag}.1", f"10.231.{tag}.2"
+    if shutil.which("ip") is None or _ip("netns", "add", ns).returncode != 0:
+        pytest.skip("this machine does not allow network namespaces (needs root and iproute2)")
+    forwarder = Forwarder()
+    daemon = None
+    try:
+        for args in (("link", "add", host_end, "type", "veth", "peer", "name", ns_end),
+                     ("link", "set", ns_end, "netns", ns),
+                     ("addr", "add", f"{host_ip}/30", "dev", host_end),
+                     ("link", "set", host_end, "up"),
+                     ("netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/30", "dev", ns_end),
+                     ("netns", "exec", ns, "ip", "link", "set", ns_end, "up"),
+                     ("netns", "exec", ns, "ip", "link", "set", "lo", "up")):
+            done = _ip(*args)
+            assert done.returncode == 0, (args, done.stderr)
+        env = dict(stack.env)
+        ports: set[int] = set()
+        for key in ("SKILLQ_BROKER_URL", "SKILLQ_RESULT_BACKEND", "SKILLQ_DATABASE_URL"):
+            if key in env:
+                url = urlsplit(env[key])
+                assert url.port is not None
+                ports.add(url.port)
+                env[key] = env[key].replace(f"@{url.hostname}:", f"@{host_ip}:").replace(
+                    f"//{url.hostname}:", f"//{host_ip}:")
+        for port in sorted(ports):
+            forwarder.forward(host_ip, port)
+        home = tmp_path_factory.mktemp("gamma-home")
+        env.update(FAST, SKILLQ_HOME=str(home))
+        log = (home / "worker.log").open("ab")
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "workers.main", "--queues",
+             "default", "--concurrency", "1", "--name", "d", "--daemon", "gamma"],
+            env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        daemon = Daemon("gamma", proc, home)
+        wait_until(lambda: announced(stack, "d@gamma"), 60, "daemon gamma to announce itself "
+                   f"through the veth link (log: {home / 'worker.log'})")
+        yield daemon
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        forwarder.close()
+        _ip("link", "del", host_end)
+        _ip("netns", "del", ns)
+
+
+def test_a_daemon_in_its_own_network_namespace_runs_its_pinned_step(
+        healthy: Stack, namespaced: Daemon, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
+    manifest = vault / "on-beta" / "SKILL.md"
+    manifest.write_text(manifest.read_text().replace("daemon: beta", "daemon: gamma"))
+    result = run_skill("on-beta", vault, "--json", env=FAST)
+    assert result.code == 0, result
+    assert result.run_id is not None
+    (step,) = healthy.steps(result.run_id, "on-beta")
+    assert (step.daemon, step.queue, step.state) == ("gamma", "default@gamma", "succeeded")
+    # The step's own record came back over the veth link: its worker saw no loopback
+    # database (netns loopback has nothing listening).
+    assert step.worker == "d@gamma"

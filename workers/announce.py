@@ -1,0 +1,153 @@
+"""A daemon tells the others what it is: capabilities, software, skills, queues, role.
+
+Each worker process of a daemon announces when it is ready and again at every heartbeat;
+the planner routes only to daemons whose workers were heard from within
+SKILLQ_DAEMON_OFFLINE_AFTER_S. The queues are read from the worker's live consumer, so a
+queue a worker stops consuming (``celery control cancel_consumer``) stops being routed to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
+from shared.db.session import transaction
+from shared.settings import Settings
+from shared.vault import open_vault
+
+log = logging.getLogger(__name__)
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    daemon: str
+    device_id: str
+    platform: str
+    role: str
+    capabilities: tuple[str, ...]
+    software: dict[str, str | None]  # program -> where it was found on PATH, or None
+    skills: dict[str, int]  # skill -> version in this daemon's vault
+
+
+def daemon_name(settings: Settings) -> str:
+    return settings.daemon or socket.gethostname()
+
+
+def _device_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            return Path(path).read_text().strip() or socket.gethostname()
+        except OSError:
+            continue
+    return socket.gethostname()
+
+
+def _platform() -> str:
+    return {"darwin": "macos", "win32": "windows"}.get(sys.platform, sys.platform)
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def detect_capabilities(settings: Settings) -> tuple[str, ...]:
+    found = set(_split(settings.capabilities))
+    if shutil.which("nvidia-smi") or Path("/dev/nvidia0").exists():
+        found.add("gpu")
+    chromium = getattr(settings, "chromium_path", None)
+    if (chromium and Path(chromium).exists()) or any(shutil.which(b) for b in BROWSERS):
+        found.add("browser")
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") \
+            or sys.platform in ("darwin", "win32"):
+        found.add("desktop")
+    found.add(_platform())
+    return tuple(sorted(found))
+
+
+def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
+    """What this machine has: looked up on PATH and in its own vault, not configured.
+
+    Software looked for: SKILLQ_SOFTWARE, what its own vault's skills require, and what
+    routing has ``asked`` for (the ``wanted_software`` table).
+    """
+    skills: dict[str, int] = {}
+    wanted = set(_split(settings.software)) | set(asked)
+    try:
+        vault = open_vault(settings.vault.resolve(), ttl_s=settings.discovery_ttl_s)
+    except Exception:  # no vault here (a worker serving published skills only)
+        vault = None
+    if vault is not None:
+        for skill in vault.skills.values():
+            skills[skill.name] = skill.manifest.version
+            wanted.update(skill.manifest.requires.software)
+    software = {name: shutil.which(name) for name in sorted(wanted)}
+    return Capabilities(daemon=daemon_name(settings), device_id=_device_id(),
+                        platform=_platform(), role=settings.role,
+                        capabilities=detect_capabilities(settings), software=software,
+                        skills=skills)
+
+
+def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterable[str],
+             pid: int, started_at: datetime) -> None:
+    now = datetime.now(UTC)
+    values = {"name": caps.daemon, "device_id": caps.device_id, "platform": caps.platform,
+              "role": caps.role, "capabilities": list(caps.capabilities),
+              "software": caps.software, "skills": caps.skills, "started_at": started_at,
+              "heartbeat_at": now}
+    session.execute(insert(Daemon).values(**values).on_conflict_do_update(
+        index_elements=[Daemon.name], set_={k: v for k, v in values.items()
+                                            if k not in ("name", "started_at")}))
+    worker = {"node": node, "daemon": caps.daemon, "queues": sorted(set(queues)), "pid": pid,
+              "heartbeat_at": now}
+    session.execute(insert(DaemonWorker).values(**worker).on_conflict_do_update(
+        index_elements=[DaemonWorker.node], set_=worker))
+
+
+def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> threading.Event:
+    """Announce now (so a waiting `skillq run` sees this worker), then every heartbeat."""
+    database_url = settings.database_url
+    assert database_url is not None
+    started = datetime.now(UTC)
+    stop = threading.Event()
+    caps = probe(settings)
+
+    def once() -> None:
+        nonlocal caps
+        with transaction(database_url) as session:
+            asked = set(session.scalars(select(WantedSoftware.name)))
+            if not asked <= set(caps.software):
+                caps = probe(settings, asked)
+            announce(session, caps, node=node, queues=queues(), pid=os.getpid(),
+                     started_at=started)
+
+    once()
+
+    def loop() -> None:
+        nonlocal caps
+        beats = 0
+        while not stop.wait(settings.heartbeat_s):
+            beats += 1
+            try:
+                if beats % 60 == 0:  # installed software and skills: looked at again now and then
+                    caps = probe(settings, caps.software)
+                once()
+            except Exception:  # a database hiccup: the next beat tries again
+                log.exception("daemon heartbeat failed")
+
+    threading.Thread(target=loop, name="skillq-announce", daemon=True).start()
+    return stop
