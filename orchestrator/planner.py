@@ -33,9 +33,9 @@ MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
 # Items of a step known to be quick go several to a message, so a wide fan-out of cheap
 # steps pays the broker and the records per batch, not per item: a batch is sized to
 # about settings.batch_target_ms (200 ms) of the skill's recent average duration, at most
-# MAX_BATCH items, so the work spreads over as many messages as it has such slices (and
-# over at least MIN_MESSAGES, for a second worker process to share it). A skill with no
-# history, or a slow one, goes one item per message.
+# MAX_BATCH items, so the work spreads over as many messages as it has such slices (and,
+# when it is more than one slice, over at least MIN_MESSAGES, for a second worker process
+# to share it). A skill with no history, or a slow one, goes one item per message.
 MAX_BATCH = 64
 MIN_MESSAGES = 2
 HISTORY_WINDOW = 20
@@ -266,6 +266,8 @@ class _Advance:
         if avg_ms is None:
             return 1
         by_time = int(self.settings.batch_target_ms / max(float(avg_ms), 0.1))
+        if items <= by_time:  # all of it is one slice of work: one message, no hand-off
+            return min(MAX_BATCH, items)
         by_spread = -(-items // MIN_MESSAGES)
         return max(1, min(MAX_BATCH, by_time, by_spread))
 
