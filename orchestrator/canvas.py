@@ -12,9 +12,11 @@ fires (celery#4333).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from celery import Celery, group
 from celery.canvas import Signature
+from kombu.exceptions import ChannelError
 
 from orchestrator.planner import Dispatch
 from shared.queues import CONTROL_QUEUE
@@ -25,12 +27,25 @@ ADVANCE = "skillq.advance"
 WATCH = "skillq.watch"
 
 
+def readable_args(d: Dispatch) -> str:
+    """What Flower and worker logs show as a message's arguments: the step's skill and
+    its attempt id(s), never inputs (those stay in PostgreSQL, secrets never leave the
+    worker). ``<run>/<step>/<item>/<attempt>`` already names the step; a batch shows
+    its first id and how many more."""
+    ids = d.step_run_ids
+    label = d.label or ids[0].split("/")[1]  # the step id when the planner gave no label
+    more = f" (+{len(ids) - 1} more)" if len(ids) > 1 else ""
+    return f"{label}: {ids[0]}{more}"
+
+
 def _signature(app: Celery, d: Dispatch) -> Signature:
     ids = d.step_run_ids
+    shown = {"argsrepr": readable_args(d), "kwargsrepr": "{}"}
     if len(ids) == 1:  # the task id is the attempt's id: Flower shows which step it is
-        return app.signature(EXECUTE, args=(ids[0],), queue=d.queue, task_id=ids[0])
+        return app.signature(EXECUTE, args=(ids[0],), queue=d.queue, task_id=ids[0],
+                             **shown)
     return app.signature(EXECUTE_BATCH, args=(list(ids),), queue=d.queue,
-                         task_id=f"{ids[0]}+{len(ids) - 1}")
+                         task_id=f"{ids[0]}+{len(ids) - 1}", **shown)
 
 
 def dispatch_steps(app: Celery, dispatches: Sequence[Dispatch]) -> None:
@@ -41,6 +56,16 @@ def dispatch_steps(app: Celery, dispatches: Sequence[Dispatch]) -> None:
         sigs[0].apply_async()
     else:
         group(sigs).apply_async()
+
+
+def queue_depth(app: Celery, queue: str) -> int:
+    """Messages waiting in ``queue`` (not those a worker has reserved)."""
+    with app.connection_for_read() as conn, conn.channel() as channel:
+        declare: Any = getattr(channel, "queue_declare")  # noqa: B009 - untyped in kombu
+        try:
+            return int(declare(queue=queue, passive=True).message_count)
+        except ChannelError:  # Redis drops an empty list: no such queue is no message
+            return 0
 
 
 def request_advance(app: Celery, run_id: str) -> None:

@@ -7,20 +7,24 @@ cannot (a nested run's parent, a client), and ``skillq.watch`` is the watchdog.
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery, Task, shared_task
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from orchestrator import canvas
-from orchestrator.planner import Outcome
+from orchestrator.planner import Dispatch, Outcome
 from orchestrator.planner import advance as plan_advance
-from shared.db.models import PipelineRun
+from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
+from shared.states import StepState
 from workers.context import WorkerContext, current
 from workers.recording import refresh_benchmarks
 
+log = logging.getLogger(__name__)
 RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit
 
 
@@ -68,3 +72,31 @@ def watch(self: Task[Any, Any], run_id: str) -> None:
         if run is not None:
             run.watch_at = None  # this watch has fired; advance schedules the next
     advance_run(self.app, ctx, run_id)
+    resend_stranded(self.app, ctx, run_id)
+
+
+def resend_stranded(app: Celery, ctx: WorkerContext, run_id: str) -> list[str]:
+    """Send again the attempts left pending with no message in their queue.
+
+    A worker that dies holding messages it reserved but never started takes them along
+    until the broker's visibility timeout (hours on Redis); their rows stay pending. An
+    attempt pending longer than SKILLQ_DEAD_AFTER_S whose queue is empty has no message
+    left to wait for: it is sent again (a duplicate is harmless: the claim is
+    idempotent, and a claimed or settled attempt is not pending).
+    """
+    cutoff = datetime.now(UTC) - timedelta(seconds=ctx.settings.dead_after_s)
+    with transaction(ctx.database_url) as session:
+        rows = session.execute(select(StepRun.id, StepRun.queue).where(
+            StepRun.run_id == run_id, StepRun.state == StepState.PENDING.value,
+            StepRun.not_before.is_(None), StepRun.created_at < cutoff)).all()
+    stranded: dict[str, list[str]] = {}
+    for row_id, queue in rows:
+        stranded.setdefault(queue, []).append(row_id)
+    sent = []
+    for queue, ids in stranded.items():
+        if canvas.queue_depth(app, queue) == 0:
+            log.warning("run %s: %d attempt(s) pending with no message in %s; sending again",
+                        run_id, len(ids), queue)
+            canvas.dispatch_steps(app, [Dispatch((i,), queue) for i in ids])
+            sent += ids
+    return sent

@@ -373,3 +373,26 @@ def test_a_retry_scheduled_on_a_worker_that_dies_still_runs(healthy: Stack, vaul
                                 task_id=stranded.id)
         if run_id:
             stack.wait_run(run_id)
+
+
+def test_attempts_whose_messages_vanished_are_sent_again(healthy: Stack, vault: Path,
+                                                         tmp_path: Path) -> None:
+    """Pending attempts whose messages are gone from the broker (here purged; in life,
+    reserved by a worker that then died, which Redis gives back only after its visibility
+    timeout) run anyway: the watchdog sends them again once their queue is empty."""
+    stack = healthy
+    proc = stack.cli("run", "dom0-five", "--vault", str(vault), "--input",
+                     'labels=["a","b","c","d"]', "--input", "hold_s=1.5", "--detach",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    wait_until(lambda: any(r.state == "running" for r in stack.steps(run_id)), 30,
+               "the first dom0 item to start")
+    with stack.app.connection_for_write() as conn:
+        purged = conn.default_channel.queue_purge("dom0")
+    assert purged, "the other items' messages were not waiting in the dom0 queue"
+    final = stack.wait_run(run_id)
+    assert final.state == "succeeded", final.error
+    rows = stack.steps(run_id, "each")
+    assert sorted(r.item_index for r in rows if r.state == "succeeded") == [0, 1, 2, 3]
+    assert all(r.attempt == 1 for r in rows)  # the same attempts, sent again, not new ones
