@@ -85,8 +85,7 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
     answer awaited for a couple of heartbeats, so routing never guesses.
     """
     steps = plan_steps(vault, plan)
-    patience_s = max(RECHECK_S, 2 * conn.settings.heartbeat_s + 1)
-    deadline = time.monotonic() + patience_s
+    started = time.monotonic()
     while True:
         with transaction(conn.endpoints.database_url) as session:
             daemons = online_daemons(session, conn.settings.daemon_offline_after_s)
@@ -103,7 +102,11 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
             except NoRoute as exc:
                 problems.append(f"step '{path}' ({step.skill}) needs queue '{step.queue}': "
                                 f"{exc}")
-        if not (problems or unknown) or time.monotonic() > deadline:
+        # Wait a little for a worker still starting, longer for daemons to look for
+        # software they were just asked about (their next heartbeat).
+        patience_s = max(RECHECK_S, 2 * conn.settings.heartbeat_s + 1) if unknown \
+            else RECHECK_S
+        if not (problems or unknown) or time.monotonic() - started > patience_s:
             break
         time.sleep(0.2)
     if not problems:

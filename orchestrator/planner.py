@@ -135,7 +135,7 @@ class _Advance:
             self.next_due = min(self.next_due or row.not_before, row.not_before)
             return
         row.not_before = None  # sent: a pending row without not_before is in its queue
-        self.out.dispatch.append(Dispatch((row.id,), row.queue))
+        self.out.dispatch.append(Dispatch((row.id,), row.queue, row.skill))
 
     def revive(self) -> None:
         """Retry what failed transiently; re-dispatch what a dead worker held."""
@@ -245,7 +245,8 @@ class _Advance:
         insert_attempts(self.session, records)
         for start in range(0, len(records), size):
             batch = records[start:start + size]
-            self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"]))
+            self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"],
+                                              step.skill))
 
     def _route(self, step: PlanStep) -> Route:
         if self.daemons is None:

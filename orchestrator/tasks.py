@@ -86,17 +86,17 @@ def resend_stranded(app: Celery, ctx: WorkerContext, run_id: str) -> list[str]:
     """
     cutoff = datetime.now(UTC) - timedelta(seconds=ctx.settings.dead_after_s)
     with transaction(ctx.database_url) as session:
-        rows = session.execute(select(StepRun.id, StepRun.queue).where(
+        rows = session.execute(select(StepRun.id, StepRun.queue, StepRun.skill).where(
             StepRun.run_id == run_id, StepRun.state == StepState.PENDING.value,
             StepRun.not_before.is_(None), StepRun.created_at < cutoff)).all()
-    stranded: dict[str, list[str]] = {}
-    for row_id, queue in rows:
-        stranded.setdefault(queue, []).append(row_id)
+    stranded: dict[str, list[tuple[str, str]]] = {}
+    for row_id, queue, skill in rows:
+        stranded.setdefault(queue, []).append((row_id, skill))
     sent = []
     for queue, ids in stranded.items():
         if canvas.queue_depth(app, queue) == 0:
             log.warning("run %s: %d attempt(s) pending with no message in %s; sending again",
                         run_id, len(ids), queue)
-            canvas.dispatch_steps(app, [Dispatch((i,), queue) for i in ids])
-            sent += ids
+            canvas.dispatch_steps(app, [Dispatch((i,), queue, skill) for i, skill in ids])
+            sent += [i for i, _ in ids]
     return sent

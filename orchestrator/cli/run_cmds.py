@@ -127,6 +127,11 @@ def worker(
                       ] = "default,control",
     concurrency: Annotated[int, typer.Option(help="Processes (1 for dom0 and cmd0).")] = 2,
     name: Annotated[str | None, typer.Option(help="Worker name.")] = None,
+    daemon: Annotated[str | None, typer.Option(
+        help="This machine's daemon name (default: SKILLQ_DAEMON, else the host name).")
+                      ] = None,
+    role: Annotated[str | None, typer.Option(
+        help="agent or daily-driver: routing prefers agent daemons.")] = None,
 ) -> None:
     """Serve queues in the foreground with the configured broker and database."""
     from workers.main import main as worker_main
@@ -134,4 +139,5 @@ def worker(
     conn = connect(workers=False)
     os.environ.update(conn.endpoints.env())
     worker_main(["--queues", queues, "--concurrency", str(concurrency),
-                 *(["--name", name] if name else [])])
+                 *(["--name", name] if name else []), *(["--daemon", daemon] if daemon else []),
+                 *(["--role", role] if role else [])])
