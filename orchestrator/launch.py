@@ -33,7 +33,7 @@ from orchestrator.submit import checked, create_run
 from orchestrator.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from shared.errors import SkillqError
+from shared.errors import FolderChanged, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
@@ -114,6 +114,19 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
     return "no online worker can run what this run needs: " + "; ".join(problems)
 
 
+def refuse_draft(conn: Connection, skill: Skill) -> None:
+    """A published orchestrator edited by hand is a draft: not for production runs
+    (workers check every leaf's folder; an orchestrator is planned here)."""
+    from workers.published import published_files, verify
+
+    files = published_files(client_context(conn), skill.name, skill.manifest.version)
+    if files is None:
+        return
+    found = verify(skill.folder, files)
+    if found:
+        raise FolderChanged(skill.name, skill.manifest.version, skill.folder, found)
+
+
 def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
               source: str, triggered_by: str | None = None,
               workdir: str | None = None) -> str:
@@ -124,6 +137,8 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     checked(vault, skill)
     refuse_disabled_run(conn.endpoints.database_url, vault, skill)
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
+    if source == "production" and skill.manifest.is_orchestrator:
+        refuse_draft(conn, skill)  # its steps' folders are checked by their workers
     missing = unrunnable(conn, vault, plan)
     if missing:
         raise NoWorker(missing)

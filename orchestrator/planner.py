@@ -22,6 +22,7 @@ from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.db.step_records import insert_attempts
 from shared.manifest import OnFailure
+from shared.notes import note_lost_step
 from shared.plan import Plan, PlanStep
 from shared.refs import RefSyntaxError, parse_template
 from shared.resolve import ResolveError, Scope, resolve
@@ -59,7 +60,7 @@ class _Launched:
 class Outcome:
     dispatch: list[Dispatch] = field(default_factory=list)
     advance_runs: list[str] = field(default_factory=list)  # parents to move on
-    finished: bool = False
+    finished: bool = False  # the run ended in this advance
     watch_in_s: float | None = None
     settled_skills: set[str] = field(default_factory=set)  # their benchmarks.json is due
 
@@ -159,6 +160,7 @@ class _Advance:
                 if self.lost_count.get(key, 0) + 1 >= MAX_LOST:
                     self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} "
                                "times running it")
+                    note_lost_step(self.session, self.run, row)  # an improvement note
                     return
                 self._next_attempt(row, None)
 
@@ -352,7 +354,7 @@ def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
 def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
     run = session.get(PipelineRun, run_id, with_for_update=True)
     if run is None or RunState(run.state).terminal:
-        return Outcome(finished=run is not None)
+        return Outcome()  # ended before: a late nudge changes nothing
     if run.state == RunState.PENDING:
         check_run(RunState.PENDING, RunState.RUNNING)
         run.state = RunState.RUNNING
@@ -363,6 +365,7 @@ def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
         work.step_forward()
     run.progress = work.progress
     if work.out.finished:
+        run.watch_at = None  # nothing left to watch
         _finish_parent(session, run, work.out)
     else:
         now = _now()

@@ -20,7 +20,7 @@ from orchestrator.planner import Dispatch, Outcome
 from orchestrator.planner import advance as plan_advance
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
-from shared.states import StepState
+from shared.states import RunState, StepState
 from workers.context import WorkerContext, current
 from workers.recording import refresh_benchmarks
 
@@ -69,8 +69,9 @@ def watch(self: Task[Any, Any], run_id: str) -> None:
     ctx = current()
     with transaction(ctx.database_url) as session:
         run = session.get(PipelineRun, run_id, with_for_update=True)
-        if run is not None:
-            run.watch_at = None  # this watch has fired; advance schedules the next
+        if run is None or RunState(run.state).terminal:
+            return  # a finished run's record stays as it finished
+        run.watch_at = None  # this watch has fired; advance schedules the next
     advance_run(self.app, ctx, run_id)
     resend_stranded(self.app, ctx, run_id)
 

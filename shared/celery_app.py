@@ -46,9 +46,10 @@ def create_app(settings: Settings, *, broker_url: str, result_backend: str | Non
         result_expires=settings.result_ttl_s,
         broker_connection_retry_on_startup=True,
         # Task events cost a third of a fan-out's throughput (benchmarks/execution.py);
-        # Flower turns them on remotely when someone is watching, or run workers with -E.
-        worker_send_task_events=False,
-        task_send_sent_event=False,
+        # Flower turns them on remotely when someone is watching, or set
+        # SKILLQ_TASK_EVENTS=1 (deploy/: where Flower runs) to have them from the start.
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         worker_hijack_root_logger=False,
         timezone="UTC",
     )

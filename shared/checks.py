@@ -13,6 +13,7 @@ from shared.inputs import input_problems
 from shared.manifest import Approach
 from shared.problems import Problem
 from shared.refs import RefSyntaxError, Template, parse_template, walk_strings
+from shared.screen_checks import check_screen
 from shared.skill import BENCHMARKS, Skill
 from shared.stepgraph import step_dependencies
 from shared.valuetypes import type_error
@@ -31,6 +32,7 @@ def check_skill(skill: Skill) -> list[Problem]:
         problems.extend(check_command(skill))
     if skill.manifest.steps is not None:
         problems.extend(_check_steps(skill, problems))
+    problems.extend(check_screen(skill))
     problems.extend(_check_benchmarks(skill))
     return problems
 
@@ -47,9 +49,12 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
     if m.steps is not None and not m.steps:
         yield skill.problem(("steps",), "an orchestrator needs at least one step")
     if m.run is None and m.steps is None and m.approach in _NEEDS_RUN and \
-            not skill.repaired & {"run", "steps"}:
+            m.browser is None and m.desktop is None and \
+            not skill.repaired & {"run", "steps", "browser", "desktop"}:
+        screen = {Approach.DOM0: ", browser actions", Approach.CMD0: ", desktop actions"}
         yield skill.problem(("approach",), f"approach {m.approach} needs run.command (the "
-                            "script to run) or steps; without them set approach: agent")
+                            f"script to run){screen.get(m.approach, '')} or steps; without "
+                            "them set approach: agent")
     if m.cache.enabled and m.effective_approach is Approach.AGENT and m.steps is None:
         yield skill.problem(("cache", "enabled"), "agent skills must not cache: their output "
                             "depends on LLM reasoning; remove cache or set enabled: false")

@@ -2,11 +2,25 @@
 
     SkillqError
      ├── ConfigError            settings or environment unusable (names the variable)
+     │    └── SecretsFileError   the secrets file is readable by others, or malformed
      ├── VaultError             the vault folder itself cannot be read
      │    └── SkillNotFound      a name that no skill in the vault has
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
      ├── InputError             inputs given to a run do not fit the skill's declared inputs
-     └── ExportError            a skill cannot be written in the requested on-disk form
+     ├── ExportError            a skill cannot be written in the requested on-disk form
+     ├── LibraryError           a library change refused (pins full, bad label, unknown skill)
+     │    ├── SkillDisabled      a disabled skill (or a disabled callee) was asked to run
+     │    └── HasDependents      delete/disable would break the skills that refer to it
+     ├── ArchiveError           a vault archive cannot be written, read or imported
+     ├── MissingSecret          a skill declares a secret this worker cannot provide
+     ├── TestCaseError          `skillq test`: no such case, or a skill without cases
+     ├── NoteError              `skillq notes`: no such note, or a status change refused
+     ├── PublishError           publish/rollback refused (tests failed, nothing to restore)
+     ├── FolderChanged          a published skill's files differ from what was published
+     ├── VersionNotPublished    a run wants a version that was never published
+     ├── ScheduleError          `skillq schedule`/`beat`: no such schedule, lock lost
+     │    └── CronError         a cron line or time zone that cannot be used
+     └── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
 
 Control-flow signals (retry, skip an item) are not errors and do not live here.
 The CLI turns any SkillqError into a message and an exit code, never a traceback.
@@ -14,8 +28,10 @@ The CLI turns any SkillqError into a message and an exit code, never a traceback
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+from shared.folderhash import Change
 from shared.problems import Problem
 
 
@@ -58,3 +74,101 @@ class InputError(SkillqError):
 
 class ExportError(SkillqError):
     pass
+
+
+class LibraryError(SkillqError):
+    pass
+
+
+class SkillDisabled(LibraryError):
+    """Raised before anything is recorded: the run is refused as a whole."""
+
+    def __init__(self, disabled: Iterable[tuple[str, str | None]]) -> None:
+        found = list(disabled)  # (name, "'caller' step x", or None for the skill run)
+        self.names = [name for name, _ in found]
+        parts = [f"'{name}' is disabled" + (f" (called by {via})" if via else "")
+                 for name, via in found]
+        super().__init__("; ".join(parts) + "; enable it with `skillq enable "
+                         + " ".join(self.names) + "`, or remove it from the pipeline")
+
+
+class HasDependents(LibraryError):
+    """Every referrer is named, with how it refers, so the user can decide."""
+
+    def __init__(self, action: str, name: str, referrers: Iterable[str]) -> None:
+        self.referrers = list(referrers)
+        super().__init__(f"cannot {action} '{name}': other skills refer to it: "
+                         + "; ".join(self.referrers)
+                         + f". Change them first, or {action} anyway with --force")
+
+
+class ArchiveError(SkillqError):
+    pass
+
+
+class SecretsFileError(ConfigError):
+    """Names the file and the fix (``chmod 600 PATH``); never quotes a value."""
+
+
+class MissingSecret(SkillqError):
+    """The step fails before its process starts, naming each secret and how to set it."""
+
+    def __init__(self, names: list[str], reason: str | None = None) -> None:
+        wanted = ", ".join(f"{n} (set SKILLQ_SECRET_{n.upper()} or `skillq secrets set {n}`)"
+                           for n in names)
+        text = f"this worker lacks the secret(s) the skill declares: {wanted}"
+        super().__init__(f"{text}; {reason}" if reason else text)
+        self.names = names
+
+
+class TestCaseError(SkillqError):
+    __test__ = False  # not a pytest class
+    exit_code = 2
+
+
+class NoteError(SkillqError):
+    exit_code = 2
+
+
+class PublishError(SkillqError):
+    """Nothing was published: the folder and the records are as before."""
+
+
+class FolderChanged(SkillqError):
+    """Names every changed, added or removed file (a step fails with this message)."""
+
+    error_kind = "folder_changed"
+    _SHOWN = 10
+
+    def __init__(self, name: str, version: int, folder: Path,
+                 found: Sequence[Change], hint: str | None = None) -> None:
+        self.changes = list(found)
+        listed = "; ".join(str(c) for c in self.changes[:self._SHOWN])
+        more = len(self.changes) - self._SHOWN
+        what = (listed + (f"; and {more} more" if more > 0 else "")) if self.changes \
+            else "it does not load as that version"
+        fix = hint or (f"publish the edits with `skillq publish {name}`, or put v{version}'s "
+                       f"files back with `skillq rollback {name} --to {version} --force`")
+        super().__init__(f"refusing to run {name} v{version}: the folder {folder} differs "
+                         f"from the published v{version}: {what}. To run it, {fix}")
+
+
+class VersionNotPublished(SkillqError):
+    error_kind = "version_not_published"
+
+    def __init__(self, name: str, version: int, vault_version: int | None = None) -> None:
+        here = f"; this vault has v{vault_version}" if vault_version is not None else ""
+        super().__init__(f"{name} v{version} was never published{here}; "
+                         f"`skillq versions {name}` lists the published versions")
+
+
+class ScheduleError(SkillqError):
+    exit_code = 1
+
+
+class CronError(ScheduleError):
+    exit_code = 2
+
+
+class DashboardError(SkillqError):
+    exit_code = 2

@@ -17,6 +17,7 @@ from pydantic import (
     field_validator,
 )
 
+from shared.screen_spec import BrowserSpec, DesktopSpec
 from shared.valuetypes import ValueType, parse_type
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -154,6 +155,9 @@ class Manifest(Frozen):
     estimated_cost: Label | None = None
     estimated_duration: Label | None = None
     cache: CacheSpec = CacheSpec()
+    # Screen steps declared as actions (docs/screen-skills.md): dom0 and cmd0 only.
+    browser: BrowserSpec | None = None
+    desktop: DesktopSpec | None = None
 
     @property
     def is_orchestrator(self) -> bool:
@@ -170,7 +174,9 @@ class Manifest(Frozen):
     def kind(self) -> str:
         if self.is_orchestrator:
             return "orchestrator"
-        return "script" if self.run is not None else "instructions"
+        # A leaf a worker runs: a script, or browser/desktop actions.
+        runnable = (self.run, self.browser, self.desktop) != (None, None, None)
+        return "script" if runnable else "instructions"
 
     @property
     def display_label(self) -> str:

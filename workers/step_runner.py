@@ -30,7 +30,9 @@ from shared.skill import Skill
 from shared.states import StepState, check_step
 from shared.store import pack, unpack
 from shared.vault import open_skill, open_vault
+from workers import published
 from workers.context import WorkerContext
+from workers.failure_notes import note_failures
 from workers.heartbeat import heartbeat
 from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, screen_columns
 from workers.script_executor import ScriptStatus, run_script
@@ -189,6 +191,10 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
     if skill is None:
         return Result(StepState.FAILED, error=f"skill '{job.skill}' is not in this worker's "
                       f"vault {job.vault}", error_kind="missing_skill")
+    try:  # the published files, verified, or a pinned version rebuilt from the store
+        skill = published.skill_for_step(ctx, job, skill)
+    except published.REFUSED as exc:
+        return Result(StepState.FAILED, error=str(exc), error_kind=exc.error_kind)
     if skill.manifest.version != job.version:
         return Result(StepState.FAILED, error=f"this worker's vault has {job.skill} "
                       f"v{skill.manifest.version}, the run wants v{job.version}",
@@ -308,6 +314,7 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
                 steps.add((job.run_id, job.step_id))
         for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
             skill_stats.add(session, skill, skill_stats.STEP, sums)
+        note_failures(ctx, session, done)  # production's final failures: improvement notes
     if steps - {(r, s) for r, s in steps if r in due}:
         with transaction(ctx.database_url) as session:
             due |= {run for run, step in steps

@@ -6,7 +6,24 @@ import sys
 
 import typer
 
-from orchestrator.cli import export_cmds, graph_cmd, new_cmd, run_cmds, stack_cmds, vault_cmds
+from orchestrator.cli import (
+    archive_cmds,
+    daemon_cmds,
+    dashboard_cmds,
+    export_cmds,
+    flower_cmd,
+    graph_cmd,
+    library_cmds,
+    new_cmd,
+    notes_cmds,
+    publish_cmds,
+    run_cmds,
+    schedule_cmds,
+    secrets_cmds,
+    stack_cmds,
+    test_cmds,
+    vault_cmds,
+)
 from orchestrator.cli.common import err
 from shared.errors import SkillqError
 
@@ -18,7 +35,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, stack_cmds):
+# In the order `skillq --help` lists them: the vault, running, the library, lifecycle,
+# machines and operations.
+for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, stack_cmds,
+               library_cmds, archive_cmds, test_cmds, notes_cmds, publish_cmds,
+               daemon_cmds, schedule_cmds, flower_cmd, dashboard_cmds, secrets_cmds):
     module.register(app)
 
 

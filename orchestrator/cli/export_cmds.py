@@ -1,4 +1,5 @@
-"""`skillq export` (between on-disk forms) and `skillq sync` (sub-skills.json from steps)."""
+"""`skillq export` (between on-disk forms, or a vault archive with its history) and
+`skillq sync` (sub-skills.json from steps)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.archive_cmds import export_to_archive
 from orchestrator.cli.common import VaultOption, out, vault
 from orchestrator.forms import derived_sub_skills, write_skill, write_sub_skills
 from shared.errors import ValidationFailed, VaultError
@@ -28,11 +30,21 @@ def export(
     bot0: Annotated[Path | None, typer.Option(
         "--bot0", metavar="OUT", help="Write the bot0 form into OUT: every field in "
         "SKILL.md's frontmatter.")] = None,
+    archive: Annotated[Path | None, typer.Option(
+        "--archive", metavar="FILE", help="Write FILE.tar.gz: the whole vault with its "
+        "history (runs, steps, artifacts, cache, library state); `skillq import` restores "
+        "it.")] = None,
     vault_opt: VaultOption = None,
 ) -> None:
-    """Write skills into OUT in another on-disk form; the vault itself is left as it is."""
-    if (agentskills is None) == (bot0 is None):
-        raise VaultError("give exactly one of --agentskills OUT or --bot0 OUT")
+    """Write skills into OUT in another on-disk form, or the vault and its history into an
+    archive; the vault itself is left as it is."""
+    if sum(x is not None for x in (agentskills, bot0, archive)) != 1:
+        raise VaultError("give exactly one of --agentskills OUT, --bot0 OUT or --archive FILE")
+    if archive is not None:
+        if name:
+            raise VaultError("--archive takes the whole vault; leave out the skill name")
+        export_to_archive(archive, vault_opt)
+        return
     form, out_dir = ("agentskills", agentskills) if agentskills is not None else ("bot0", bot0)
     assert out_dir is not None
     loaded = vault(vault_opt)

@@ -8,9 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.common import VaultOption, err, one_line, out, vault, vault_path
+from orchestrator.cli.notes_cmds import mark_open_notes
+from orchestrator.library.reach import LibraryView, library_view
 from shared import agentskills
 from shared.errors import VaultError
 from shared.problems import Problem, display_path
@@ -79,22 +82,25 @@ def _validate_agentskills(target: Path) -> tuple[list[Problem], int]:
 
 
 def list_skills(vault_opt: VaultOption = None) -> None:
-    """One row per skill: name, label, kind, approach, version and description.
+    """One row per skill, pinned ones first: name, label, kind, approach, version, pin,
+    state (enabled or disabled) and description.
 
     On a terminal a table; in a pipe one tab-separated line per skill, whole, so
     `skillq list | grep NAME` and `cut -f1` work.
     """
     loaded = vault(vault_opt)
+    library = library_view(loaded.root)
     rows = []
-    for name in sorted(loaded.skills):
+    for name in library.pinned_first(sorted(loaded.skills)):
         m = loaded.skills[name].manifest
         approach = "-" if m.is_orchestrator else str(m.effective_approach)
-        rows.append((name, m.display_label, m.kind, approach, str(m.version),
+        rows.append((name, library.label(name, m.label), m.kind, approach, str(m.version),
+                     library.pin_cell(name), library.state_cell(name),
                      one_line(m.description)))
     if out.is_terminal:
         table = Table(title=f"{len(rows)} skill(s) in {display_path(loaded.root)}")
         table.add_column("name", no_wrap=True)
-        for column in ("label", "kind", "approach", "v", "description"):
+        for column in ("label", "kind", "approach", "v", "pin", "state", "description"):
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*row)
@@ -105,6 +111,12 @@ def list_skills(vault_opt: VaultOption = None) -> None:
     if loaded.problems:
         err.print(f"{len(loaded.problems)} problem(s) in this vault: run `skillq validate`",
                   style="yellow")
+    _library_note(library)
+
+
+def _library_note(library: LibraryView) -> None:
+    if library.missing:
+        err.print(library.missing, style="dim", markup=False)
 
 
 def show(name: str, vault_opt: VaultOption = None) -> None:
@@ -112,11 +124,15 @@ def show(name: str, vault_opt: VaultOption = None) -> None:
     loaded = vault(vault_opt)
     skill = loaded.get(name)
     m = skill.manifest
-    out.print(f"[bold]{m.display_label}[/] ({skill.name}) v{m.version} · {m.kind}"
+    library = library_view(loaded.root)
+    out.print(f"[bold]{escape(library.label(skill.name, m.label))}[/] ({skill.name}) "
+              f"v{m.version} · {m.kind}"
               + ("" if m.is_orchestrator else f" · approach {m.effective_approach}")
-              + f" · {skill.form} form")
+              + f" · {skill.form} form" + escape(library.markers(skill.name)))
+    _library_note(library)
     out.print(one_line(m.description), markup=False)
     out.print(f"folder: {display_path(skill.folder)}", markup=False)
+    mark_open_notes(skill.name)
     facts = {"run": m.run.command if m.run else None,
              "timeout/retries": f"{m.run.timeout:g}s / {m.run.retries}" if m.run else None,
              "auth": ", ".join(m.auth) or None,
@@ -182,9 +198,15 @@ def catalog(
                    ] = CatalogFormat.text,
     vault_opt: VaultOption = None,
 ) -> None:
-    """The progressive-disclosure listing: what a model sees before loading a skill."""
+    """The progressive-disclosure listing: what a model sees before loading a skill.
+
+    Pinned skills come first; disabled skills are left out (they cannot run).
+    """
     loaded = vault(vault_opt)
-    skills = [loaded.skills[n] for n in sorted(loaded.skills)]
+    library = library_view(loaded.root)
+    _library_note(library)
+    skills = [loaded.skills[n] for n in library.pinned_first(sorted(loaded.skills))
+              if library.state(n).enabled]
     if fmt is CatalogFormat.text:
         for skill in skills:
             out.print(f"{skill.name}: {one_line(skill.manifest.description)}", markup=False)

@@ -1,0 +1,41 @@
+"""The dashboard's ASGI app: routes of each page group, the auth guard, error pages."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from orchestrator.connect import Connection
+from orchestrator.dashboard import pages_actions, pages_ops, pages_runs, pages_skills
+from orchestrator.dashboard.auth import DashboardGuard
+from orchestrator.dashboard.config import DashboardConfig
+from orchestrator.dashboard.context import Dashboard, dashboard, make_templates
+from shared.errors import SkillNotFound, SkillqError
+
+
+def _error_page(request: Request, message: str, status_code: int) -> Response:
+    return dashboard(request).render(request, "error.html", {
+        "error": message, "status_code": status_code}, status_code)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error_page(request, str(exc.detail), exc.status_code)
+
+
+async def _skillq_error(request: Request, exc: Exception) -> Response:
+    """A refusal or a bad name is a page that says why, never a traceback."""
+    return _error_page(request, str(exc), 404 if isinstance(exc, SkillNotFound) else 400)
+
+
+def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
+    app = Starlette(
+        routes=[*pages_skills.routes, *pages_actions.routes, *pages_runs.routes,
+                *pages_ops.routes],
+        middleware=[Middleware(DashboardGuard, credentials=config.credentials)],
+        exception_handlers={HTTPException: _http_error, SkillqError: _skillq_error})
+    app.state.dashboard = Dashboard(config, conn, make_templates())
+    return app

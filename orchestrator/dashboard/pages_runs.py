@@ -1,0 +1,138 @@
+"""Pipeline runs: the list, and one run's steps as a graph and a tree of attempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from orchestrator.dashboard import graph_svg, queries
+from orchestrator.dashboard.context import dashboard
+from orchestrator.history import RunTree, run_tree
+from shared.db.models import Artifact, PipelineRun, StepRun
+from shared.plan import Plan
+from shared.states import RunState
+from shared.store import REF_KEY, is_ref
+
+REFRESH_S = 2  # a live run's page reloads itself this often
+
+
+def runs(request: Request) -> HTMLResponse:
+    dash = dashboard(request)
+    skill = request.query_params.get("skill") or None
+    with dash.db() as session:
+        where = PipelineRun.skill == skill if skill else None
+        page = queries.runs_page(session, where=where, after=request.query_params.get("after"),
+                                 limit=dash.config.page_size, top_level=skill is None)
+        costs = queries.run_costs(session, [r.id for r in page.items])
+        return dash.render(request, "runs.html", {"runs": page, "costs": costs,
+                                                  "skill": skill})
+
+
+def artifact_keys(value: Any) -> list[str]:
+    """The store keys of every reference inside an output value (downloadable)."""
+    if is_ref(value):
+        return [value[REF_KEY]]
+    if isinstance(value, dict):
+        return [k for v in value.values() for k in artifact_keys(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in artifact_keys(v)]
+    return []
+
+
+@dataclass(frozen=True)
+class Attempt:
+    row: StepRun
+    path: str  # "child/shout" for a nested run's step
+    depth: int
+    outputs: str
+    artifacts: list[str]
+    notes: list[Any]
+
+
+def attempts(tree: RunTree, notes: dict[str, list[Any]], prefix: str = "",
+             depth: int = 0) -> list[Attempt]:
+    """Every attempt of the run, a nested run's right after the step that started it."""
+    found = []
+    for row in tree.steps:
+        found.append(Attempt(row, prefix + row.step_id, depth,
+                             "" if row.outputs is None else queries.as_json_text(row.outputs),
+                             artifact_keys(row.outputs), notes.get(row.id, [])))
+        child = tree.children.get(row.id)
+        if child is not None:
+            found += attempts(child, notes, f"{prefix}{row.step_id}/", depth + 1)
+    return found
+
+
+def all_rows(tree: RunTree) -> list[StepRun]:
+    return [*tree.steps, *(r for c in tree.children.values() for r in all_rows(c))]
+
+
+def step_graph(run: PipelineRun, steps: list[StepRun]) -> Any:
+    """The run's own steps (from its frozen plan) coloured by their newest attempt."""
+    try:
+        plan = Plan.model_validate(run.plan)
+    except ValidationError:
+        return None
+    newest: dict[str, StepRun] = {}
+    for row in steps:
+        seen: StepRun | None = newest.get(row.step_id)
+        if seen is None or (row.item_index, row.attempt) >= (seen.item_index, seen.attempt):
+            newest[row.step_id] = row
+    nodes = []
+    for step in plan.steps:
+        last = newest.get(step.id)
+        state = last.state if last else run.progress.get(step.id, {}).get("state", "waiting")
+        where = f" · {last.daemon}" if last and last.daemon else ""
+        nodes.append(graph_svg.Node(step.id, f"{step.id}: {step.skill}", f"{state}{where}",
+                                    f"state-{state}"))
+    links = [graph_svg.Edge(dep, s.id) for s in plan.steps for dep in s.after]
+    return graph_svg.graph_svg(nodes, links, f"steps of {run.id}")
+
+
+def run_page(request: Request) -> HTMLResponse:
+    dash = dashboard(request)
+    run_id = request.path_params["run_id"]
+    with dash.db() as session:
+        tree = run_tree(session, run_id)
+        if tree is None:
+            raise HTTPException(404, f"no run {run_id}; the Runs page lists them")
+        rows = all_rows(tree)
+        failed = queries.failed_attempts(rows)
+        notes = queries.notes_for_attempts(session, failed)
+        live = not RunState(tree.run.state).terminal
+        return dash.render(request, "run.html", {
+            "run": tree.run, "attempts": attempts(tree, notes), "failed": failed,
+            "notes": notes, "live": live, "refresh_s": REFRESH_S,
+            "graph": step_graph(tree.run, tree.steps),
+            "duration_ms": queries.duration_ms(tree.run),
+            "cost": sum(r.cost_usd or 0.0 for r in rows),
+            "inputs": queries.as_json_text(tree.run.inputs),
+            "outputs": None if tree.run.outputs is None
+            else queries.as_json_text(tree.run.outputs),
+            "output_artifacts": artifact_keys(tree.run.outputs)})
+
+
+def artifact(request: Request) -> Response:
+    """A stored output's bytes, as a download."""
+    dash = dashboard(request)
+    key = request.path_params["key"]
+    with dash.db() as session:
+        row = session.get(Artifact, key)
+        if row is None:
+            raise HTTPException(404, f"no artifact {key}")
+        name = key.replace(":", "-") + (".json" if row.media_type.endswith("json") else "")
+        return Response(bytes(row.content), media_type=row.media_type, headers={
+            "Content-Disposition": f'attachment; filename="{name}"'})
+
+
+routes = [
+    Route("/runs", runs, name="runs"),
+    Route("/runs/{run_id}", run_page, name="run"),
+    Route("/artifacts/{key}", artifact, name="artifact"),
+]

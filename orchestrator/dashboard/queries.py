@@ -1,0 +1,234 @@
+"""The dashboard's own reads (repository functions: each takes the session, the caller
+owns the transaction). Everything else it shows comes from the modules that own it:
+orchestrator/history.py (a run's tree), versions.py, testing.py, shared/notes.py,
+shared/published.py, orchestrator/library/ and orchestrator/schedules/.
+
+Every list is a keyset page over an index (migration 0007).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, select, true, tuple_
+from sqlalchemy.orm import Session
+
+from orchestrator.dashboard.paging import Page, page_of, parse_time_cursor, time_cursor
+from orchestrator.library.history import tombstones
+from shared.db.daemon_models import Daemon, DaemonWorker
+from shared.db.library_models import LibrarySkill
+from shared.db.models import PipelineRun, SkillStats, StepRun
+from shared.db.notes_models import ImprovementNote
+from shared.db.schedule_models import Schedule
+from shared.states import RunState
+
+TREND_POINTS = 200  # the newest finished runs a trend chart plots
+
+
+# -- runs -------------------------------------------------------------------------------
+
+def skill_runs_filter(session: Session, vault: str, skill: str) -> ColumnElement[bool]:
+    """The runs of the live skill ``skill`` of ``vault``: those since the last deletion
+    of a skill of that name (orchestrator/library/history.py draws the same line)."""
+    parts = [PipelineRun.skill == skill, PipelineRun.vault == vault]
+    gone = tombstones(session, vault, skill)
+    if gone and gone[0].deleted_at is not None:
+        parts.append(PipelineRun.created_at >= gone[0].deleted_at)
+    return and_(*parts)
+
+
+def runs_page(session: Session, *, where: ColumnElement[bool] | None, after: str | None,
+              limit: int, top_level: bool) -> Page[PipelineRun]:
+    """Runs newest first; ``top_level`` leaves out nested orchestrators' runs."""
+    query = select(PipelineRun).where(where if where is not None else true())
+    if top_level:
+        query = query.where(PipelineRun.parent_step_run_id.is_(None))
+    if after:
+        at, run_id = parse_time_cursor(after)
+        query = query.where(tuple_(PipelineRun.created_at, PipelineRun.id) < (at, run_id))
+    rows = session.scalars(query.order_by(PipelineRun.created_at.desc(),
+                                          PipelineRun.id.desc()).limit(limit + 1)).all()
+    return page_of(rows, limit, lambda r: time_cursor(r.created_at, r.id))
+
+
+def run_costs(session: Session, run_ids: Iterable[str]) -> dict[str, float]:
+    """Each run's own steps' cost (index ix_step_runs_run_step)."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    rows = session.execute(select(StepRun.run_id, func.coalesce(func.sum(StepRun.cost_usd), 0))
+                           .where(StepRun.run_id.in_(ids)).group_by(StepRun.run_id)).all()
+    return {run_id: float(cost) for run_id, cost in rows}
+
+
+def duration_ms(run: PipelineRun) -> float | None:
+    if run.started_at is None or run.finished_at is None:
+        return None
+    return (run.finished_at - run.started_at).total_seconds() * 1000
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    run_id: str
+    version: int
+    state: str
+    finished_at: datetime
+    duration_ms: float | None
+    cost_usd: float
+
+
+def trend_points(session: Session, where: ColumnElement[bool], limit: int = TREND_POINTS
+                 ) -> list[TrendPoint]:
+    """The newest ``limit`` finished runs, oldest first (ix_pipeline_runs_skill_finished)."""
+    ended = [RunState.SUCCEEDED.value, RunState.FAILED.value]
+    rows = list(session.scalars(select(PipelineRun).where(
+        where, PipelineRun.state.in_(ended), PipelineRun.finished_at.is_not(None))
+        .order_by(PipelineRun.finished_at.desc()).limit(limit)).all())
+    costs = run_costs(session, [r.id for r in rows])
+    return [TrendPoint(r.id, r.version, r.state, r.finished_at or r.created_at,
+                       duration_ms(r), costs.get(r.id, 0.0)) for r in reversed(rows)]
+
+
+def failed_attempts(steps: Sequence[StepRun]) -> list[StepRun]:
+    return [s for s in steps if s.state == "failed"]
+
+
+def notes_for_attempts(session: Session, attempts: Sequence[StepRun]
+                       ) -> dict[str, list[ImprovementNote]]:
+    """Step-run id -> the notes of its (skill, version, step): the note a failure left,
+    or the one it was counted on (index ix_improvement_notes_skill_status)."""
+    if not attempts:
+        return {}
+    keys = {(a.skill, a.version, a.step_id) for a in attempts}
+    notes = session.scalars(select(ImprovementNote).where(
+        ImprovementNote.skill.in_({k[0] for k in keys}))
+        .order_by(ImprovementNote.last_seen.desc())).all()
+    return {a.id: [n for n in notes if (n.skill, n.version, n.step_id) == (a.skill, a.version,
+                                                                          a.step_id)]
+            for a in attempts}
+
+
+# -- skills -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SkillTotals:
+    runs: int = 0
+    success_rate: float | None = None
+    avg_duration_ms: float | None = None
+    avg_cost_usd: float | None = None
+    last_run: datetime | None = None
+
+
+def skill_totals(session: Session, names: Sequence[str]) -> dict[str, SkillTotals]:
+    """Runs, success rate, average duration and cost, last run, from the running totals
+    (shared/db/skill_stats.py): pipeline runs of the skill, and the cost of its steps."""
+    rows = session.scalars(select(SkillStats).where(SkillStats.skill.in_(list(names)))).all()
+    by: dict[str, dict[str, SkillStats]] = {}
+    for row in rows:
+        by.setdefault(row.skill, {})[row.kind] = row
+    found = {}
+    for name, kinds in by.items():
+        pipe, step = kinds.get("pipeline"), kinds.get("step")
+        cost = step.cost_usd_sum / step.runs if step and step.runs else None
+        if pipe is None or not pipe.runs:
+            found[name] = SkillTotals(avg_cost_usd=cost)
+            continue
+        found[name] = SkillTotals(
+            runs=int(pipe.runs), success_rate=pipe.successes / pipe.runs,
+            avg_duration_ms=pipe.duration_ms_sum / pipe.duration_n if pipe.duration_n else None,
+            avg_cost_usd=cost, last_run=pipe.last_run)
+    return found
+
+
+def deleted_skills(session: Session, vault: str, after: str | None, limit: int
+                   ) -> Page[LibrarySkill]:
+    """Tombstones of this vault, most recently deleted first (ix_library_skills_vault_slug
+    narrows to the vault; a vault holds hundreds of skills, not millions)."""
+    query = select(LibrarySkill).where(LibrarySkill.vault == vault,
+                                       LibrarySkill.deleted_at.is_not(None))
+    if after:
+        at, row_id = parse_time_cursor(after)
+        query = query.where(tuple_(LibrarySkill.deleted_at, LibrarySkill.id) < (at, row_id))
+    rows = session.scalars(query.order_by(LibrarySkill.deleted_at.desc(),
+                                          LibrarySkill.id.desc()).limit(limit + 1)).all()
+    return page_of(rows, limit, lambda r: time_cursor(r.deleted_at or r.created_at, r.id))
+
+
+# -- notes --------------------------------------------------------------------------------
+
+NOTE_STATUSES = ("open", "wontfix", "dismissed", "resolved")
+
+
+def notes_page(session: Session, *, status: str | None, skill: str | None, after: str | None,
+               limit: int) -> Page[ImprovementNote]:
+    """Notes most recently seen first; ``status`` None for every status."""
+    query = select(ImprovementNote)
+    if status is not None:
+        query = query.where(ImprovementNote.status == status)
+    if skill:
+        query = query.where(ImprovementNote.skill == skill)
+    if after:
+        at, note_id = parse_time_cursor(after)
+        query = query.where(tuple_(ImprovementNote.last_seen, ImprovementNote.id)
+                            < (at, int(note_id) if note_id.isdigit() else 0))
+    rows = session.scalars(query.order_by(ImprovementNote.last_seen.desc(),
+                                          ImprovementNote.id.desc()).limit(limit + 1)).all()
+    return page_of(rows, limit, lambda n: time_cursor(n.last_seen, n.id))
+
+
+# -- daemons and schedules ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DaemonView:
+    """One daemon as `skillq daemons` shows it (orchestrator/cli/daemon_cmds.py): online
+    when one of its workers has sent a heartbeat within daemon_offline_after_s."""
+
+    daemon: Daemon
+    online: bool
+    queues: list[str]
+    workers: list[str]
+    software: list[str]
+
+
+def daemons_page(session: Session, *, offline_after_s: float, after: str | None,
+                 limit: int, now: datetime | None = None) -> Page[DaemonView]:
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=offline_after_s)
+    query = select(Daemon)
+    if after:
+        query = query.where(Daemon.name > after)
+    rows = session.scalars(query.order_by(Daemon.name).limit(limit + 1)).all()
+    names = [d.name for d in rows[:limit]]
+    workers = session.scalars(select(DaemonWorker).where(DaemonWorker.daemon.in_(names))).all()
+    views = []
+    for d in rows:
+        live = [w for w in workers if w.daemon == d.name and w.heartbeat_at >= cutoff]
+        views.append(DaemonView(d, bool(live),
+                                sorted({q for w in live for q in w.queues if "@" not in q}),
+                                sorted(w.node for w in live),
+                                sorted(k for k, v in d.software.items() if v)))
+    return page_of(views, limit, lambda v: v.daemon.name)
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    schedule: Schedule
+    last_run_state: str | None
+
+
+def schedules_page(session: Session, *, after: str | None, limit: int) -> Page[ScheduleRow]:
+    """Schedules by id (its primary key), with their last run's state."""
+    query = (select(Schedule, PipelineRun.state)
+             .outerjoin(PipelineRun, PipelineRun.id == Schedule.last_run_id))
+    if after and after.isdigit():
+        query = query.where(Schedule.id > int(after))
+    rows = [ScheduleRow(s, state) for s, state in
+            session.execute(query.order_by(Schedule.id).limit(limit + 1)).all()]
+    return page_of(rows, limit, lambda r: str(r.schedule.id))
+
+
+def as_json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,85 @@
+"""How each version of a skill has run, from the records (repository functions).
+
+A leaf's runs are its step attempts that settled (succeeded, failed, skipped: a retried
+attempt is not a run of its own); an orchestrator's are its pipeline runs that ended,
+timed from start to end, costed by its own steps. Durations leave out cache hits, which
+took no time and would flatter the version that happened to be cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from shared.db.models import PipelineRun, StepRun
+from shared.states import RunState, StepState
+
+_FINAL_STEPS = [StepState.SUCCEEDED.value, StepState.FAILED.value, StepState.SKIPPED.value]
+_FINAL_RUNS = [RunState.SUCCEEDED.value, RunState.FAILED.value]
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    version: int
+    runs: int
+    success_rate: float | None
+    median_ms: float | None
+    p90_ms: float | None
+    avg_cost_usd: float | None
+    total_cost_usd: float
+
+
+def no_runs(version: int) -> VersionStats:
+    return VersionStats(version, 0, None, None, None, None, 0.0)
+
+
+def _stats(rows: Sequence[Any]) -> dict[int, VersionStats]:
+    return {int(v): VersionStats(int(v), int(n), _num(rate), _num(p50), _num(p90), _num(avg),
+                                 float(total or 0.0))
+            for v, n, rate, p50, p90, avg, total in rows}
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _leaf(session: Session, skill: str, source: str | None) -> dict[int, VersionStats]:
+    timed = case((StepRun.cache_hit, None), else_=StepRun.duration_ms)
+    query = select(
+        StepRun.version, func.count(),
+        func.avg(case((StepRun.state == StepState.SUCCEEDED.value, 1.0), else_=0.0)),
+        func.percentile_cont(0.5).within_group(timed),
+        func.percentile_cont(0.9).within_group(timed),
+        func.avg(StepRun.cost_usd), func.sum(StepRun.cost_usd),
+    ).where(StepRun.skill == skill, StepRun.state.in_(_FINAL_STEPS))
+    if source is not None:
+        query = query.where(StepRun.source == source)
+    return _stats(session.execute(query.group_by(StepRun.version)).all())
+
+
+def _pipeline(session: Session, skill: str, source: str | None) -> dict[int, VersionStats]:
+    cost = (select(StepRun.run_id, func.sum(StepRun.cost_usd).label("cost"))
+            .group_by(StepRun.run_id).subquery())
+    ms = func.extract("epoch", PipelineRun.finished_at - PipelineRun.started_at) * 1000
+    run_cost = func.coalesce(cost.c.cost, 0.0)
+    query = select(
+        PipelineRun.version, func.count(),
+        func.avg(case((PipelineRun.state == RunState.SUCCEEDED.value, 1.0), else_=0.0)),
+        func.percentile_cont(0.5).within_group(ms),
+        func.percentile_cont(0.9).within_group(ms),
+        func.avg(run_cost), func.sum(run_cost),
+    ).outerjoin(cost, cost.c.run_id == PipelineRun.id).where(
+        PipelineRun.skill == skill, PipelineRun.state.in_(_FINAL_RUNS))
+    if source is not None:
+        query = query.where(PipelineRun.source == source)
+    return _stats(session.execute(query.group_by(PipelineRun.version)).all())
+
+
+def version_stats(session: Session, skill: str, *, orchestrator: bool,
+                  source: str | None = None) -> dict[int, VersionStats]:
+    """Per version: runs, success rate, median and p90 duration, cost."""
+    return (_pipeline if orchestrator else _leaf)(session, skill, source)

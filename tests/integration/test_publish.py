@@ -1,0 +1,191 @@
+"""Publish, versions, pins, rollback and bench for real: the `skillq` CLI against the
+embedded PostgreSQL and Redis and real Celery workers (tests/integration/conftest.py),
+checked on the CLI's output AND on the records and files.
+
+The skills are tests/integration/vaults/publish: ``greet`` (its output shows which
+version's greeting.txt ran) and ``greet-both`` (one step pinned to ``greet@1``, one on the
+latest). Published versions are kept per skill name in the shared database, so each
+test renames the skills with a fresh suffix.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import HOST, VAULTS, RunResult, Stack, copy_vault
+from sqlalchemy import select
+
+from shared.db.models import Artifact, StepRun
+from shared.db.publish_models import PublishedVersion
+from shared.folderhash import folder_files, folder_hash
+
+pytestmark = pytest.mark.integration
+
+RunSkill = Callable[..., RunResult]
+
+
+def renamed_vault(dest: Path) -> tuple[Path, str]:
+    """A copy of the publish vault with ``greet`` renamed ``greet-<tag>`` everywhere."""
+    name = f"greet-{uuid.uuid4().hex[:8]}"
+    vault = copy_vault(VAULTS / "publish", dest)
+    for folder in ("greet", "greet-both"):
+        for path in (vault / folder).iterdir():
+            text = path.read_text()
+            for old in ("name: greet", "skill: greet", '"skill": "greet', '"skill_id": "greet'):
+                text = text.replace(old, old.replace("greet", name))
+            path.write_text(text)
+        (vault / folder).rename(vault / folder.replace("greet", name))
+    return vault, name
+
+
+def edit(path: Path, text: str) -> None:
+    """What a user does to change a published (read-only) file by hand."""
+    path.chmod(0o644)
+    path.write_text(text)
+
+
+def publish(stack: Stack, vault: Path, name: str, cwd: Path) -> str:
+    proc = stack.cli("publish", name, "--vault", str(vault), cwd=cwd)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def row(stack: Stack, name: str, version: int) -> PublishedVersion:
+    with stack.db() as session:
+        found = session.get(PublishedVersion, (name, version))
+        assert found is not None, f"no published_versions row {name} v{version}"
+        session.expunge(found)
+        return found
+
+
+def test_publish_then_a_hand_edit_is_refused_naming_the_file(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault, name = renamed_vault(tmp_path / "vault")
+    folder = vault / name
+    stdout = publish(healthy, vault, name, tmp_path)
+    assert f"published {name} v1" in stdout and "1 test case(s) passed" in stdout
+
+    # The record: every content file's hash, the folder hash, provenance, the bytes.
+    v1 = row(healthy, name, 1)
+    on_disk = {p: f.sha256 for p, f in folder_files(folder).items()}
+    assert {p: f["sha256"] for p, f in v1.files.items()} == on_disk
+    assert sorted(on_disk) == ["SKILL.md", "greet.py", "greeting.txt"]  # no run window
+    assert v1.folder_hash == folder_hash(on_disk)
+    assert (v1.published_by, v1.published_host) == (getpass.getuser(), HOST)
+    assert v1.tests_passed is True and v1.manifest["version"] == 1
+    assert v1.skill_md == (folder / "SKILL.md").read_text()
+    with healthy.db() as session:
+        stored = {a.key: a.content for a in session.scalars(
+            select(Artifact).where(Artifact.key.in_(list(on_disk.values()))))}
+    assert stored == {on_disk[p]: (folder / p).read_bytes() for p in on_disk}
+    for path in (folder / "greet.py", folder / "greeting.txt", folder / "SKILL.md"):
+        assert not path.stat().st_mode & 0o222, f"{path} is still writable"
+
+    ok = run_skill(name, vault, "--json", inputs={"who": "ada"})
+    assert ok.code == 0, ok
+    assert ok.json() == {"text": "hello ada"}
+
+    edit(folder / "greeting.txt", "howdy\n")
+    refused = run_skill(name, vault, inputs={"who": "ada"})
+    assert refused.code == 1, refused
+    assert "greeting.txt changed" in refused.stderr and f"skillq publish {name}" in \
+        refused.stderr, refused
+    [attempt] = healthy.steps(refused.run_id or "")
+    assert (attempt.state, attempt.error_kind, attempt.version) == \
+        ("failed", "folder_changed", 1)
+    assert attempt.exit_code is None  # refused before the script started
+    assert (folder / "greeting.txt").read_text() == "howdy\n"  # the worker changed nothing
+
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert re.search(rf"^│ 1 .*{re.escape(v1.folder_hash)}", listing.stdout, re.M), \
+        listing.stdout
+    assert "a draft of v1 (greeting.txt changed)" in listing.stdout
+
+    # A failing test case refuses the publish and leaves the manifest as it was.
+    bench = json.loads((folder / "benchmarks.json").read_text())
+    bench["tests"][0]["expected"]["output_contains"] = ["hello"]
+    (folder / "benchmarks.json").write_text(json.dumps(bench))
+    skill_md = (folder / "SKILL.md").read_bytes()
+    failed = healthy.cli("publish", name, "--vault", str(vault), cwd=tmp_path)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "1 of 1 test case(s) failed (greets:" in failed.stderr, failed.stderr
+    assert (folder / "SKILL.md").read_bytes() == skill_md
+    with healthy.db() as session:
+        assert session.get(PublishedVersion, (name, 2)) is None
+
+
+def test_pinned_step_runs_v1_from_the_store_then_rollback_and_bench(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault, name = renamed_vault(tmp_path / "vault")
+    folder = vault / name
+    publish(healthy, vault, name, tmp_path)
+    edit(folder / "greeting.txt", "howdy\n")
+    stdout = publish(healthy, vault, name, tmp_path)
+    assert f"published {name} v2" in stdout
+    assert "version: 2\n" in (folder / "SKILL.md").read_text()
+
+    both = run_skill(f"{name}-both", vault, "--json", inputs={"who": "ada"})
+    assert both.code == 0, both
+    assert both.json() == {"pinned": "hello ada", "latest": "howdy ada"}
+    ran = {s.step_id: s.version for s in healthy.steps(both.run_id or "")}
+    assert ran == {"pinned": 1, "latest": 2}
+    copy = healthy.home / "published" / name / "1" / name
+    assert (copy / "greeting.txt").read_text() == "hello\n"
+    assert not (copy / "greeting.txt").stat().st_mode & 0o222
+    assert folder_hash({p: f.sha256 for p, f in folder_files(copy).items()}) == \
+        row(healthy, name, 1).folder_hash
+
+    bench = healthy.cli("bench", name, "--compare", "1", "2", "--vault", str(vault),
+                        cwd=tmp_path)
+    assert bench.returncode == 0, bench.stderr
+    for label in ("v1", "v2", "v1→v2"):
+        assert re.search(rf"^│ {re.escape(label)} ", bench.stdout, re.M), bench.stdout
+
+    back = healthy.cli("rollback", name, "--to", "1", "--vault", str(vault), cwd=tmp_path)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert f"published {name} v3 (rollback of v1)" in back.stdout
+    v1, v3 = row(healthy, name, 1), row(healthy, name, 3)
+    assert v3.rolled_back_from == 1
+    assert {p: f["sha256"] for p, f in v3.files.items() if p != "SKILL.md"} == \
+        {p: f["sha256"] for p, f in v1.files.items() if p != "SKILL.md"}
+    assert (folder / "greeting.txt").read_text() == "hello\n"
+    assert "version: 3\n" in (folder / "SKILL.md").read_text()
+    again = run_skill(name, vault, "--json", inputs={"who": "bo"})
+    assert again.code == 0, again
+    assert again.json() == {"text": "hello bo"}
+    assert [s.version for s in healthy.steps(again.run_id or "")] == [3]
+
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "rollback of v1" in listing.stdout
+    assert "the published files" in listing.stdout
+    with healthy.db() as session:
+        runs_v1 = session.scalars(select(StepRun.id).where(
+            StepRun.skill == name, StepRun.version == 1)).all()
+    # v1's test case at its publish, and the pinned step.
+    assert len(runs_v1) == 2, runs_v1
+    assert v3.manifest["version"] == 3
+
+
+def test_a_hand_edited_published_orchestrator_is_refused_before_anything_runs(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    # An orchestrator is planned by the client, not run by a worker: `skillq run` itself
+    # checks a published orchestrator's folder.
+    vault, name = renamed_vault(tmp_path / "vault")
+    publish(healthy, vault, name, tmp_path)
+    both = f"{name}-both"
+    publish(healthy, vault, both, tmp_path)
+    manifest = vault / both / "SKILL.md"
+    edit(manifest, manifest.read_text().replace("Greet with version 1", "Greet with v1"))
+    before = len(healthy.runs_of(both))
+    refused = run_skill(both, vault, inputs={"who": "ada"})
+    assert refused.code == 1, refused
+    assert "SKILL.md" in refused.stderr and "Traceback" not in refused.stderr, refused
+    assert len(healthy.runs_of(both)) == before

@@ -1,0 +1,18 @@
+"""tone: the word in tone.txt, then the name (the skillq script protocol)."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    inputs = json.loads(Path(os.environ["SKILL_INPUTS"]).read_text(encoding="utf-8"))
+    word = Path("tone.txt").read_text(encoding="utf-8").strip()
+    Path(os.environ["SKILL_OUTPUT"]).write_text(json.dumps({"text": f"{word} {inputs['who']}"}),
+                                                encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""A worker's check of a published folder (workers/published.py verify): it names what
+changed, and an unchanged folder is not read again (real files, no services)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from shared import folderhash
+from shared.published import PublishedFiles, snapshot
+from workers import published
+
+
+def published_files(folder: Path) -> PublishedFiles:
+    snap = snapshot(folder)
+    return PublishedFiles("demo", 1, snap.folder_hash, snap.hashes, frozenset())
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    skill = tmp_path / "demo"
+    (skill / "lib").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: demo\ndescription: d\n---\n")
+    (skill / "lib" / "run.py").write_text("print(1)\n")
+    return skill
+
+
+def test_unchanged_folder_is_hashed_once_then_trusted_by_its_stat_signature(
+        folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = published_files(folder)
+    reads: list[Path] = []
+    real = folderhash.folder_files
+
+    def counting(path: Path) -> dict[str, folderhash.FileEntry]:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(published, "folder_files", counting)
+    monkeypatch.setattr(published, "RACY_S", 0.0)  # these files are only just written
+    assert published.verify(folder, files) == []
+    assert published.verify(folder, files) == []
+    assert len(reads) == 1
+    (folder / "lib" / "new.py").write_text("")
+    assert [str(c) for c in published.verify(folder, files)] == ["lib/new.py added"]
+    assert len(reads) == 2
+
+
+def test_a_same_size_rewrite_with_the_old_mtime_is_still_caught(folder: Path) -> None:
+    # Written within the file clock's tick, size and times could all stay the same: a
+    # folder with files this fresh is never trusted by its signature.
+    files = published_files(folder)
+    assert published.verify(folder, files) == []
+    st = (folder / "lib" / "run.py").stat()
+    (folder / "lib" / "run.py").write_text("print(2)\n")
+    os.utime(folder / "lib" / "run.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert [str(c) for c in published.verify(folder, files)] == ["lib/run.py changed"]
+
+
+def test_an_added_file_is_named(folder: Path) -> None:
+    files = published_files(folder)
+    assert published.verify(folder, files) == []
+    (folder / "extra.sh").write_text("rm -rf /\n")
+    assert [str(c) for c in published.verify(folder, files)] == ["extra.sh added"]

@@ -1,0 +1,1 @@
+"""Browser steps: Playwright on Chromium (see docs/screen-skills.md)."""
