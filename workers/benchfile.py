@@ -30,20 +30,31 @@ def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+def _test_id(triggered_by: str | None) -> str | None:
+    """`skillq test` starts a case's run as triggered by ``test:<case id>``."""
+    if triggered_by and triggered_by.startswith("test:"):
+        return triggered_by.removeprefix("test:")
+    return None
+
+
 def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     final = StepRun.state.in_([s.value for s in _FINAL_STEPS])
     rows = session.execute(
-        select(StepRun, PipelineRun.skill).join(PipelineRun, PipelineRun.id == StepRun.run_id)
+        select(StepRun, PipelineRun.skill, PipelineRun.triggered_by)
+        .join(PipelineRun, PipelineRun.id == StepRun.run_id)
         .where(StepRun.skill == skill, final)
         .order_by(StepRun.finished_at.desc()).limit(RUN_WINDOW)).all()
-    runs = [{"run_id": r.id, "test_id": None, "timestamp": _iso(r.finished_at),
+    # A case's id only on the skill's own run (a step of a tested orchestrator is not
+    # that case).
+    runs = [{"run_id": r.id, "test_id": _test_id(by) if parent == skill else None,
+             "timestamp": _iso(r.finished_at),
              "source": r.source, "daemon_id": r.daemon or r.worker,
              "duration_ms": round(r.duration_ms or 0.0, 1), "cost_usd": r.cost_usd,
              "tokens": {"input": r.tokens_in, "output": r.tokens_out},
              "success": r.state == StepState.SUCCEEDED, "error": r.error,
              "triggered_by": parent if parent != skill else None,
              "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
-            for r, parent in reversed(rows)]
+            for r, parent, by in reversed(rows)]
     return runs, _aggregates(skill_stats.read(session, skill, skill_stats.STEP))
 
 
@@ -54,8 +65,9 @@ def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
     rows = session.execute(
         select(PipelineRun, duration).where(PipelineRun.skill == skill, final)
         .order_by(PipelineRun.finished_at.desc()).limit(RUN_WINDOW)).all()
-    runs = [{"run_id": r.id, "test_id": None, "timestamp": _iso(r.finished_at),
-             "source": r.source, "daemon_id": None, "duration_ms": round(float(ms or 0), 1),
+    runs = [{"run_id": r.id, "test_id": _test_id(r.triggered_by),
+             "timestamp": _iso(r.finished_at), "source": r.source, "daemon_id": None,
+             "duration_ms": round(float(ms or 0), 1),
              "cost_usd": 0.0, "tokens": {"input": 0, "output": 0},
              "success": r.state == RunState.SUCCEEDED, "error": r.error,
              "triggered_by": r.triggered_by, "input_hash": r.input_hash,

@@ -25,7 +25,7 @@ from shared.db.session import transaction
 from shared.db.step_records import claim_pending, finish_attempt, open_items
 from shared.inputs import with_defaults
 from shared.plan import Plan
-from shared.secrets import MissingSecret, redact, secrets_for
+from shared.secrets import MissingSecret, redact, redact_value, secrets_for
 from shared.skill import Skill
 from shared.states import StepState, check_step
 from shared.store import pack, unpack
@@ -234,7 +234,8 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
                     stderr_tail=redact(done.stderr_tail, secrets),
                     duration_ms=float(done.duration_ms), screen=screen)
     if done.status == ScriptStatus.SUCCESS:
-        result.outputs = done.outputs
+        # A secret a script echoes into its outputs must not reach the records either.
+        result.outputs = redact_value(done.outputs, secrets) if secrets else done.outputs
         if skill.manifest.cache.enabled:
             result.extra["cache"] = (key, skill.manifest.cache.ttl)
         return result

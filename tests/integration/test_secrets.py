@@ -63,7 +63,9 @@ def test_a_script_sees_its_secret_and_nothing_else_and_never_leaks_it(
     outputs = seen.json()
     assert outputs["token_ok"] is True
     env = outputs["env"]
-    assert env["PEEK_TOKEN"] == "(hidden)"  # declared: there, under its upper-cased name
+    # Declared: there, under its upper-cased name (recorded outputs hide the value of a key
+    # named like a declared secret, whatever the script put there).
+    assert env["PEEK_TOKEN"] == "***"
     assert not {"OTHER_TOKEN", "UNRELATED_SETTING"} & env.keys()
     assert not [n for n in env if n.startswith("SKILLQ_SECRET_")]
     # Nothing of the worker's own environment passes through but what the protocol
