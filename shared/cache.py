@@ -29,6 +29,14 @@ def lookup(session: Session, key: str) -> CacheEntry | None:
                                                     CacheEntry.expires_at > now)).first()
 
 
+def lookup_many(session: Session, keys: list[str]) -> dict[str, Any]:
+    """Outputs by key, for the keys with a live entry (one query for a batch of items)."""
+    now = datetime.now(UTC)
+    rows = session.execute(select(CacheEntry.key, CacheEntry.outputs).where(
+        CacheEntry.key.in_(keys), CacheEntry.expires_at > now)).all()
+    return {key: outputs for key, outputs in rows}
+
+
 def store(session: Session, *, key: str, skill: str, version: int, outputs: Any, ttl_s: int,
           step_run_id: str) -> None:
     expires = datetime.now(UTC) + timedelta(seconds=ttl_s)

@@ -12,7 +12,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -185,7 +185,10 @@ def _backoff_s(attempt: int) -> float:
     return float(base * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
 
 
-def execute(ctx: WorkerContext, job: Claim) -> Result:
+def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = None
+            ) -> Result:
+    """Run one claimed attempt. ``cached``: the batch's cache entries by key, when they
+    were looked up together (else this looks its own up)."""
     skill = open_skill(job.vault, job.skill) or open_vault(
         job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills.get(job.skill)
     if skill is None:
@@ -211,11 +214,16 @@ def execute(ctx: WorkerContext, job: Claim) -> Result:
     inputs = with_defaults(skill.manifest, job.inputs)
     key = cache.cache_key(skill.name, skill.manifest.version, inputs)
     if skill.manifest.cache.enabled:
-        with transaction(ctx.database_url) as session:
-            hit = cache.lookup(session, key)
-            if hit is not None:
-                return Result(StepState.SUCCEEDED, outputs=hit.outputs, cache_hit=True,
+        if cached is not None:  # looked up for the whole batch at once
+            if key in cached:
+                return Result(StepState.SUCCEEDED, outputs=cached[key], cache_hit=True,
                               duration_ms=0.0)
+        else:
+            with transaction(ctx.database_url) as session:
+                hit = cache.lookup(session, key)
+                if hit is not None:
+                    return Result(StepState.SUCCEEDED, outputs=hit.outputs, cache_hit=True,
+                                  duration_ms=0.0)
     workdir = Path(job.workdir) if job.workdir and Path(job.workdir).is_dir() else None
     screen = None
     if is_screen_step(skill.manifest):  # dom0/cmd0: one at a time per machine
@@ -323,6 +331,20 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
     return due
 
 
+def _batch_cache(ctx: WorkerContext, jobs: Sequence[Claim]) -> dict[str, Any] | None:
+    """The live cache entries of a batch's cache-enabled items, in one query."""
+    keys = []
+    for job in jobs:
+        skill = open_skill(job.vault, job.skill)
+        if skill is not None and skill.manifest.cache.enabled:
+            keys.append(cache.cache_key(skill.name, skill.manifest.version,
+                                        with_defaults(skill.manifest, job.inputs)))
+    if not keys:
+        return None
+    with transaction(ctx.database_url) as session:
+        return cache.lookup_many(session, keys)
+
+
 def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
               on_due: Callable[[str], None]) -> list[StepState]:
     """Claim, run and record one message's attempts; ``on_due(run_id)`` for each run the
@@ -339,11 +361,12 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
             open_ids.discard(job.row_id)
         pending.clear()
 
+    cached = _batch_cache(ctx, jobs) if len(jobs) > 1 else None
     with heartbeat(ctx.database_url, open_ids, ctx.settings.heartbeat_s):
         flushed = time.monotonic()
         for job in jobs:
             try:
-                result = execute(ctx, job)
+                result = execute(ctx, job, cached)
             except Exception as exc:  # an executor bug still settles the step, with why
                 result = Result(StepState.FAILED,
                                 error=f"internal error: {type(exc).__name__}: {exc}",

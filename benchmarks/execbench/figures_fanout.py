@@ -109,7 +109,7 @@ def fig_big_vault(b: Bench, big: Vault, width: int, reps: int) -> Figure:
 
 
 def fig_widths(b: Bench, widths: Sequence[int]) -> list[Figure]:
-    reps = {1: 9, 10: 9, 100: 3}
+    reps = {1: 25, 10: 25, 100: 5}  # small widths: small totals, so more samples
     totals: dict[int, tuple[float, float]] = {}
     b.skillq_fan("fan-cached", WARM_WIDTH, "(e) warm-up")  # as in fig_fanouts
     for width in (1, *widths):
