@@ -7,10 +7,8 @@ this delivery runs the step, so a step never has two successful records.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from workers import published
 from workers.context import WorkerContext
 from workers.failure_notes import note_failures
 from workers.heartbeat import heartbeat
+from workers.proc_tags import kill_tagged
 from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, screen_columns
 from workers.script_executor import ScriptStatus, run_script
 
@@ -79,19 +78,7 @@ class Result:
 def kill_leftovers(prefix: str) -> list[int]:
     """Kill the process groups of scripts whose step-run id starts with ``prefix``
     (every attempt of one step item), found through /proc on Linux."""
-    marker = f"{STEP_MARKER}={prefix}".encode()
-    killed = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if any(var.startswith(marker) for var in environ.split(b"\0")):
-            pid = int(entry.name)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
-                killed.append(pid)
-    return killed
+    return kill_tagged(STEP_MARKER, prefix, prefix=True)
 
 
 def _pid_alive(pid: int) -> bool:

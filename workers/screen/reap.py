@@ -7,28 +7,11 @@ unique tag in its environment; after the step, whatever still carries it is kill
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-from pathlib import Path
+from workers.proc_tags import kill_tagged
 
 TAG_VAR = "SKILLQ_SCREEN_TAG"
 
 
 def reap(tag: str) -> list[int]:
     """SIGKILL the process groups of processes whose environment holds ``tag``."""
-    marker = f"{TAG_VAR}={tag}".encode()
-    killed = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0"):
-            pid = int(entry.name)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
-                killed.append(pid)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-    return killed
+    return kill_tagged(TAG_VAR, tag)
