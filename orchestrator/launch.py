@@ -33,7 +33,7 @@ from orchestrator.submit import checked, create_run
 from orchestrator.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from shared.errors import FolderChanged, SkillqError
+from shared.errors import FolderChanged, NoWorker, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
@@ -44,10 +44,6 @@ from workers.context import WorkerContext
 POLL_S = 0.25
 
 
-class NoWorker(SkillqError):
-    """No online worker consumes a queue the run needs (reported before dispatch)."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)

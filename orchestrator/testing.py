@@ -30,12 +30,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from orchestrator.connect import Connection
-from orchestrator.launch import NoWorker, run_progress, start_run
+from orchestrator.launch import run_progress, start_run
 from shared.db.models import PipelineRun, StepRun
 from shared.db.notes_models import TestResult
 from shared.db.session import transaction
 from shared.diagnosis import first_line
-from shared.errors import SkillqError, TestCaseError
+from shared.errors import NoWorker, SkillqError, TestCaseError
 from shared.skill import Skill
 from shared.skillfiles import RunSource, TestCase
 from shared.states import RunState

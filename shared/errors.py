@@ -7,6 +7,9 @@
      │    └── SkillNotFound      a name that no skill in the vault has
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
      ├── InputError             inputs given to a run do not fit the skill's declared inputs
+     ├── NoWorker               no online daemon can run a step of the run (before dispatch)
+     ├── PipelineFailed         a run aborted (names the step, the item, the error)
+     ├── TestsFailed            `skillq test`: a case failed
      ├── ExportError            a skill cannot be written in the requested on-disk form
      ├── LibraryError           a library change refused (pins full, bad label, unknown skill)
      │    ├── SkillDisabled      a disabled skill (or a disabled callee) was asked to run
@@ -20,7 +23,8 @@
      ├── VersionNotPublished    a run wants a version that was never published
      ├── ScheduleError          `skillq schedule`/`beat`: no such schedule, lock lost
      │    └── CronError         a cron line or time zone that cannot be used
-     └── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
+     ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
+     └── BadCursor              a dashboard page cursor that cannot be read
 
 Control-flow signals (retry, skip an item) are not errors and do not live here.
 The CLI turns any SkillqError into a message and an exit code, never a traceback.
@@ -171,4 +175,23 @@ class CronError(ScheduleError):
 
 
 class DashboardError(SkillqError):
+    exit_code = 2
+
+
+class NoWorker(SkillqError):
+    """No online daemon can run a step the run needs (reported before dispatch)."""
+
+    exit_code = 1
+
+
+class PipelineFailed(SkillqError):
+    exit_code = 1
+
+
+class TestsFailed(SkillqError):
+    __test__ = False  # not a pytest class
+    exit_code = 1
+
+
+class BadCursor(SkillqError):
     exit_code = 2

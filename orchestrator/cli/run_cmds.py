@@ -22,14 +22,10 @@ from orchestrator.launch import start_run, wait_run
 from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from shared.errors import SkillqError
+from shared.errors import PipelineFailed
 from shared.inputs import parse_cli_inputs
 from shared.states import RunState
 from shared.store import unpack
-
-
-class PipelineFailed(SkillqError):
-    exit_code = 1
 
 
 def register(app: typer.Typer) -> None:

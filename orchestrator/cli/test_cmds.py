@@ -14,12 +14,7 @@ from rich.text import Text
 from orchestrator.cli.common import VaultOption, err, out, vault
 from orchestrator.connect import connect
 from orchestrator.testing import CaseResult, TestReport, cases_of, run_suites
-from shared.errors import SkillqError, TestCaseError
-
-
-class TestsFailed(SkillqError):
-    __test__ = False  # not a pytest class
-    exit_code = 1
+from shared.errors import TestCaseError, TestsFailed
 
 
 def register(app: typer.Typer) -> None:

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from shared.errors import SkillqError
+from shared.errors import BadCursor
 
 T = TypeVar("T")
 SEP = "~"
 
 
-class BadCursor(SkillqError):
-    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from orchestrator.dashboard.auth import authorized, same_origin
 from orchestrator.dashboard.charts import DURATION, nice_max, trend_svg
 from orchestrator.dashboard.config import Credentials, check_bind, is_loopback, parse_credentials
 from orchestrator.dashboard.graph_svg import Edge, Node, graph_svg, layers
-from orchestrator.dashboard.paging import BadCursor, parse_time_cursor, time_cursor
+from orchestrator.dashboard.paging import parse_time_cursor, time_cursor
 from orchestrator.dashboard.queries import TrendPoint
 from orchestrator.dashboard.run_form import fields, pairs
-from shared.errors import DashboardError
+from shared.errors import BadCursor, DashboardError
 from shared.manifest import Manifest
 
 
