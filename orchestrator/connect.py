@@ -41,9 +41,3 @@ def connect(*, start: bool = True, workers: bool = True) -> Connection:
         start_workers(home, endpoints)
         wait_ready(endpoints, [c.name for c in WORKER_CLASSES], timeout_s=60)
     return Connection(settings, endpoints, app, embedded)
-
-
-def consumed_queues(app: Celery, timeout_s: float = 2.0) -> set[str]:
-    """The queues some online worker consumes right now."""
-    replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
-    return {q["name"] for queues in replies.values() for q in queues}
