@@ -56,7 +56,8 @@ def test_a_failing_case_fails_the_command(healthy: Stack, lifecycle: Path,
     failing = healthy.cli("test", "greet", "--vault", str(lifecycle), cwd=tmp_path)
     assert failing.returncode == 1, failing.stdout + failing.stderr
     assert "Traceback" not in failing.stderr
-    assert "output 'greeting' is \"Hello, Cy!\", expected \"Hi, Cy!\"" in failing.stdout
+    assert "output 'greeting' is \"Hello, Cy!\", expected \"Hi, Cy!\"" in failing.stdout, \
+        failing.stdout[-3000:]
     assert "1 of 4 test case(s) failed: greet/wrong" in failing.stderr
     with healthy.db() as session:
         assert not last_results(session, "greet")["wrong"].passed
