@@ -19,18 +19,20 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from orchestrator.connect import Connection
-from orchestrator.history import descendant_run_ids, latest_states
-from orchestrator.library.guard import refuse_disabled_run
-from orchestrator.routing import (
+from lifecycle.context import WorkerContext
+from lifecycle.routing import (
     NoRoute,
     ask_for_software,
     online_daemons,
     route,
     unknown_software,
 )
-from orchestrator.submit import checked, create_run
-from orchestrator.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
+from lifecycle.submit import create_run
+from lifecycle.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
+from orchestrator.connect import Connection
+from orchestrator.history import descendant_run_ids, latest_states
+from orchestrator.library.guard import refuse_disabled_run
+from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import FolderChanged, NoWorker, SkillqError
@@ -39,7 +41,6 @@ from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
 from shared.vault import Vault
-from workers.context import WorkerContext
 
 POLL_S = 0.25
 

@@ -15,7 +15,7 @@ from kombu import Queue
 from shared.queues import CONTROL_QUEUE, QueueClass
 from shared.settings import Settings
 
-TASK_MODULES = ("workers.tasks", "orchestrator.tasks")
+TASK_MODULES = ("workers.tasks", "lifecycle.tasks")
 
 
 def visibility_timeout_s(settings: Settings) -> int:

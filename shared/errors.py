@@ -24,7 +24,10 @@
      ├── ScheduleError          `skillq schedule`/`beat`: no such schedule, lock lost
      │    └── CronError         a cron line or time zone that cannot be used
      ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
-     └── BadCursor              a dashboard page cursor that cannot be read
+     ├── BadCursor              a dashboard page cursor that cannot be read
+     ├── RunNotFound            a run id no record has
+     └── IllegalTransition      a run or step state change the tables in shared/states.py
+                                forbid (a bug, or a stale redelivery): never written
 
 Control-flow signals (retry, skip an item) are not errors and do not live here.
 The CLI turns any SkillqError into a message and an exit code, never a traceback.
@@ -195,3 +198,13 @@ class TestsFailed(SkillqError):
 
 class BadCursor(SkillqError):
     exit_code = 2
+
+
+class RunNotFound(SkillqError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run {run_id}; `skillq runs` lists them")
+        self.run_id = run_id
+
+
+class IllegalTransition(SkillqError):
+    """A state change the machine does not allow; lifecycle/transitions.py refuses it."""

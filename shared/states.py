@@ -1,13 +1,20 @@
 """Run states as string enums with explicit transitions (the dashboard queries these).
 
     pipeline: pending -> running -> succeeded | failed | cancelled
-    step:     pending -> running -> succeeded | failed | skipped | retrying | lost
+    step:     pending -> running -> succeeded | failed | retrying | lost | cancelled
+              pending -> cancelled (never started: its run ended or was cancelled)
+              failed -> skipped (the planner drops a failed item under on_failure: skip)
               retrying and lost are terminal for that attempt: a new attempt row follows
+
+Only lifecycle/transitions.py writes these states; every write there is checked against
+the tables below, and its SQL guards are built from them (``sources``).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from shared.errors import IllegalTransition
 
 
 class RunState(StrEnum):
@@ -30,6 +37,7 @@ class StepState(StrEnum):
     SKIPPED = "skipped"  # failed, and on_failure: skip dropped the item
     RETRYING = "retrying"  # transient failure; the next attempt is scheduled
     LOST = "lost"  # its worker died; the next attempt was dispatched
+    CANCELLED = "cancelled"  # never ran, or was stopped: its run ended or was cancelled
 
     @property
     def terminal(self) -> bool:
@@ -38,7 +46,8 @@ class StepState(StrEnum):
     @property
     def final(self) -> bool:
         """Terminal with no further attempt coming."""
-        return self in (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED)
+        return self in (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED,
+                        StepState.CANCELLED)
 
 
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
@@ -50,20 +59,27 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 
 STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
-    StepState.PENDING: frozenset({StepState.RUNNING, StepState.SUCCEEDED, StepState.FAILED,
-                                  StepState.SKIPPED, StepState.LOST}),
-    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED,
-                                  StepState.RETRYING, StepState.LOST, StepState.RUNNING}),
+    StepState.PENDING: frozenset({StepState.RUNNING, StepState.CANCELLED}),
+    # running -> running: a redelivery takes over the attempt of a process that died
+    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.RETRYING,
+                                  StepState.LOST, StepState.RUNNING, StepState.CANCELLED}),
     StepState.SUCCEEDED: frozenset(),
-    StepState.FAILED: frozenset(),
+    StepState.FAILED: frozenset({StepState.SKIPPED}),
     StepState.SKIPPED: frozenset(),
     StepState.RETRYING: frozenset(),
     StepState.LOST: frozenset(),
+    StepState.CANCELLED: frozenset(),
 }
 
 
-class IllegalTransition(Exception):
-    """A state change the machine does not allow (a bug, or a stale redelivery)."""
+def run_sources(new: RunState) -> tuple[RunState, ...]:
+    """The states a run may enter ``new`` from, in declaration order."""
+    return tuple(s for s in RunState if new in RUN_TRANSITIONS[s])
+
+
+def step_sources(new: StepState) -> tuple[StepState, ...]:
+    """The states a step attempt may enter ``new`` from, in declaration order."""
+    return tuple(s for s in StepState if new in STEP_TRANSITIONS[s])
 
 
 def check_run(old: RunState, new: RunState) -> None:

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from lifecycle.context import WorkerContext
 from shared.db.models import PipelineRun, StepRun
 from shared.diagnosis import Failure, diagnose
 from shared.notes import StepFailure, leave_note, skill_facts
 from shared.secrets import values_for
 from shared.skillfiles import RunSource
 from shared.states import StepState
-from workers.context import WorkerContext
 
 if TYPE_CHECKING:
     from workers.step_runner import Claim, Result

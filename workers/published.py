@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lifecycle.context import WorkerContext
 from shared.db.models import StepRun
 from shared.db.session import transaction
 from shared.errors import FolderChanged, VersionNotPublished
@@ -48,7 +49,6 @@ from shared.published import PublishedFiles, files_of, get_version, materialise
 from shared.readonly import make_writable
 from shared.skill import Skill, load_skill
 from shared.skillfiles import RunSource
-from workers.context import WorkerContext
 
 if TYPE_CHECKING:
     from workers.step_runner import Claim

@@ -16,20 +16,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lifecycle import transitions
+from lifecycle.context import WorkerContext
+from lifecycle.step_counts import open_items
 from shared import cache
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
-from shared.db.step_records import claim_pending, finish_attempt, open_items
 from shared.inputs import with_defaults
 from shared.plan import Plan
 from shared.secrets import MissingSecret, redact, redact_value, secrets_for
 from shared.skill import Skill
-from shared.states import StepState, check_step
+from shared.skillfiles import RunSource
+from shared.states import RunState, StepState
 from shared.store import pack, unpack
 from shared.vault import open_skill, open_vault
 from workers import published
-from workers.context import WorkerContext
 from workers.failure_notes import note_failures
 from workers.heartbeat import heartbeat
 from workers.proc_tags import kill_tagged
@@ -106,8 +108,8 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Cla
     now = datetime.now(UTC)
     taken: dict[str, Claim] = {}
     with transaction(ctx.database_url) as session:
-        for c in claim_pending(session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
-                               now=now).values():
+        for c in transitions.claim_pending(session, ids, worker=worker, pid=ctx.pid,
+                                           daemon=ctx.daemon, now=now).values():
             vault = Path(c.vault) if Path(c.vault).is_dir() else ctx.vault
             taken[c.id] = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
                                 skill=c.skill, version=c.version, attempt=c.attempt,
@@ -149,16 +151,11 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
             # end any earlier copy of this step item on this machine before running it
             # again (one browser, one side effect).
             kill_leftovers(row.id.rsplit("/", 1)[0] + "/")
-        check_step(state, StepState.RUNNING)
         run = session.get(PipelineRun, row.run_id)
-        if run is None or run.state in ("failed", "cancelled"):
+        if run is None or RunState(run.state).terminal:
             return None
-        row.state = StepState.RUNNING
-        row.worker = worker  # the Celery worker (dom0@host), not just the machine
-        row.worker_pid = ctx.pid
-        row.daemon = ctx.daemon
-        row.started_at = now
-        row.heartbeat_at = now
+        # the Celery worker (dom0@host), not just the machine
+        transitions.take_over(row, worker=worker, pid=ctx.pid, daemon=ctx.daemon, now=now)
         plan = Plan.model_validate(run.plan)
         vault = Path(run.vault) if Path(run.vault).is_dir() else ctx.vault
         return Claim(row_id=row.id, run_id=row.run_id, step_id=row.step_id, skill=row.skill,
@@ -246,7 +243,7 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
 
 
 def _start_child(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
-    from orchestrator.submit import create_run  # control plane: a nested pipeline run
+    from lifecycle.submit import create_run  # control plane: a nested pipeline run
 
     with transaction(ctx.database_url) as session:
         row = session.get(StepRun, job.row_id, with_for_update=True)
@@ -281,10 +278,9 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
             if result.state == StepState.RUNNING:  # a nested run settles this step later
                 due.add(str(result.extra["child_run_id"]))  # its first advance
                 continue
-            check_step(StepState.RUNNING, result.state)
             outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
                 if result.outputs is not None else None
-            mine = finish_attempt(session, {
+            mine = transitions.finish_attempt(session, {
                 "id": job.row_id, "state": result.state.value, "outputs": outputs,
                 "error": result.error, "error_kind": result.error_kind,
                 "cache_hit": result.cache_hit, "exit_code": result.exit_code,
@@ -297,7 +293,8 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
             if StepState(result.state).final:
                 totals.setdefault(job.skill, skill_stats.Totals()).add(
                     success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
-                    cost_usd=mine.cost_usd, at=now)
+                    cost_usd=mine.cost_usd, at=now,
+                    production=mine.source == RunSource.PRODUCTION)
             if "cache" in result.extra and result.outputs is not None:
                 key, ttl = result.extra["cache"]
                 cache.store(session, key=key, skill=job.skill, version=job.version,

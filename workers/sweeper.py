@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from celery import Celery
 from sqlalchemy import select, union
 
-from orchestrator import canvas
+from lifecycle import canvas
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.settings import Settings

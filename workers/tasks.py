@@ -8,10 +8,10 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from orchestrator import canvas
-from orchestrator.tasks import advance_run
+from lifecycle import canvas
+from lifecycle.context import current
+from lifecycle.tasks import advance_run
 from workers import step_runner
-from workers.context import current
 
 log = logging.getLogger(__name__)
 

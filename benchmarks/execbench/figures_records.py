@@ -13,11 +13,11 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, text
 
-from orchestrator.submit import create_run
+from lifecycle.submit import create_run
+from lifecycle.transitions import launch_attempts as insert_attempts
 from shared.cache import input_hash
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
-from shared.db.step_records import insert_attempts
 from shared.states import StepState
 from shared.store import pack
 
@@ -66,7 +66,7 @@ COPY_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "ve
 
 def insert_planner(b: Bench, values: list[dict[str, Any]]) -> float:
     """As the planner's _launch records a fan-out: each item's inputs packed (by reference
-    when large), then shared.db.step_records.insert_attempts (COPY when wide), one commit."""
+    when large), then lifecycle.transitions.launch_attempts (COPY when wide), one commit."""
     inline = b.s.settings.inline_output_bytes
     t0 = time.perf_counter()
     with transaction(b.s.db) as session:
@@ -142,10 +142,10 @@ def _plain_txn(engine: Any) -> Iterator[Any]:
 
 
 def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
-    from orchestrator.planner import advance
+    from lifecycle.context import WorkerContext
+    from lifecycle.planner import advance
+    from lifecycle.recording import refresh_skill_benchmarks
     from workers import step_runner
-    from workers.context import WorkerContext
-    from workers.recording import refresh_skill_benchmarks
 
     ways: dict[str, Callable[[Bench, list[dict[str, Any]]], float]] = {
         "planner": insert_planner, "copy": insert_copy, "orm": insert_orm,
@@ -164,7 +164,7 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
         out = [Figure("d", f"step-run records x{n:,}: the planner's insert vs bare COPY",
                       n / med(mine), n / med(copy), "rows/s", med(copy) / med(mine), ">= 0.35x",
                       med(copy) / med(mine) >= 0.35, note=f"median of {reps}; inputs packed "
-                      "per row, then COPY (step_records.insert_attempts)", samples=took)]
+                      "per row, then COPY (transitions.launch_attempts)", samples=took)]
         for way, what in (("orm", "StepRun ORM objects (the earlier planner)"),
                           ("core", "Core insert(StepRun) with a list of dicts"),
                           ("executemany", "psycopg executemany (pipeline mode)")):

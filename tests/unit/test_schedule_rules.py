@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.canvas import readable_args
+from lifecycle.canvas import readable_args
+from lifecycle.planner import Dispatch
 from orchestrator.cli.flower_cmd import check_auth
-from orchestrator.planner import Dispatch
 from orchestrator.schedules.firing import decide
 from shared.cron import parse_cron
 from shared.errors import ConfigError, CronError

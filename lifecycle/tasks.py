@@ -15,14 +15,14 @@ from celery import Celery, Task, shared_task
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from orchestrator import canvas
-from orchestrator.planner import Dispatch, Outcome
-from orchestrator.planner import advance as plan_advance
+from lifecycle import canvas
+from lifecycle.context import WorkerContext, current
+from lifecycle.planner import Dispatch, Outcome
+from lifecycle.planner import advance as plan_advance
+from lifecycle.recording import refresh_benchmarks
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.states import RunState, StepState
-from workers.context import WorkerContext, current
-from workers.recording import refresh_benchmarks
 
 log = logging.getLogger(__name__)
 RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit

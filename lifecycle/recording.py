@@ -7,11 +7,11 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from lifecycle.benchfile import refresh
+from lifecycle.context import WorkerContext
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.vault import open_skill, open_vault
-from workers.benchfile import refresh
-from workers.context import WorkerContext
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from celery import Celery, group
 from celery.canvas import Signature
 from kombu.exceptions import ChannelError
 
-from orchestrator.planner import Dispatch
+from lifecycle.planner import Dispatch
 from shared.queues import CONTROL_QUEUE
 
 EXECUTE = "skillq.execute_step"

@@ -16,18 +16,19 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
+from lifecycle import transitions
+from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
 from shared.cache import input_hash
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
-from shared.db.step_records import insert_attempts
 from shared.manifest import OnFailure
 from shared.notes import note_lost_step
 from shared.plan import Plan, PlanStep
 from shared.refs import RefSyntaxError, parse_template
 from shared.resolve import ResolveError, Scope, resolve
 from shared.settings import Settings
-from shared.states import RunState, StepState, check_run, check_step
+from shared.skillfiles import RunSource
+from shared.states import RunState, StepState
 from shared.store import pack, unpack
 
 MAX_LOST = 3  # re-dispatches after a dead worker before the step is given up
@@ -116,13 +117,13 @@ class _Advance:
         except ResolveError as exc:
             self._fail(row.step_id, row.item_index, str(exc))
             return
-        new = StepRun(id=step_run_id(row.run_id, row.step_id, row.item_index, row.attempt + 1),
-                      run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
-                      attempt=row.attempt + 1, skill=row.skill, version=row.version,
-                      state=StepState.PENDING, source=row.source,
-                      queue=where.queue_for(row.item_index + 1), route=where.reason,
-                      inputs=row.inputs, input_hash=row.input_hash, not_before=due)
-        self.session.add(new)
+        new = transitions.add_attempt(
+            self.session, id=step_run_id(row.run_id, row.step_id, row.item_index,
+                                         row.attempt + 1),
+            run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
+            attempt=row.attempt + 1, skill=row.skill, version=row.version, source=row.source,
+            queue=where.queue_for(row.item_index + 1), route=where.reason, inputs=row.inputs,
+            input_hash=row.input_hash, not_before=due)
         self.latest[(row.step_id, row.item_index)] = new
         self._send_when_due(new)
 
@@ -151,12 +152,9 @@ class _Advance:
                 self._send_when_due(row)
             elif row.state == StepState.RUNNING and row.child_run_id is None \
                     and row.heartbeat_at is not None and row.heartbeat_at < dead_before:
-                check_step(StepState.RUNNING, StepState.LOST)
-                row.state = StepState.LOST
-                row.finished_at = now
-                row.error = (f"worker {row.worker} stopped sending heartbeats (none since "
-                             f"{row.heartbeat_at:%H:%M:%S}); re-dispatched")
-                row.error_kind = "lost"
+                transitions.declare_lost(
+                    row, f"worker {row.worker} stopped sending heartbeats (none since "
+                    f"{row.heartbeat_at:%H:%M:%S}); re-dispatched", now)
                 if self.lost_count.get(key, 0) + 1 >= MAX_LOST:
                     self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} "
                                "times running it")
@@ -195,13 +193,9 @@ class _Advance:
     # -- the run ----------------------------------------------------------------------
     def _fail(self, step_id: str, item: int | None, error: str) -> None:
         run = self.run
-        check_run(RunState(run.state), RunState.FAILED)
         where = f"step '{step_id}'" + (f" item {item}" if item is not None and item >= 0 else "")
-        run.state = RunState.FAILED
-        run.error = f"{where} failed: {error}"
-        run.failed_step = step_id
-        run.failed_item = item if item is not None and item >= 0 else None
-        run.finished_at = _now()
+        transitions.fail_run(self.session, run, error=f"{where} failed: {error}", step=step_id,
+                             item=item if item is not None and item >= 0 else None)
         self.out.finished = True
         _count_run(self.session, run)
 
@@ -244,7 +238,7 @@ class _Advance:
                 "inputs": pack(self.session, inputs, self.settings.inline_output_bytes),
                 "input_hash": input_hash(inputs), "not_before": None, "route": where.reason})
             self.latest[(step.id, index)] = _Launched()
-        insert_attempts(self.session, records)
+        transitions.launch_attempts(self.session, records)
         for start in range(0, len(records), size):
             batch = records[start:start + size]
             self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"],
@@ -292,7 +286,7 @@ class _Advance:
             return False
         for row in failed:
             if step.on_failure is OnFailure.SKIP:
-                row.state = StepState.SKIPPED
+                transitions.skip_failed(row)
         self.progress[step.id]["state"] = "done"
         self.out.settled_skills.add(step.skill)
         return True
@@ -332,10 +326,8 @@ class _Advance:
         except ResolveError as exc:
             self._fail("outputs", None, str(exc))
             return
-        check_run(RunState(run.state), RunState.SUCCEEDED)
-        run.state = RunState.SUCCEEDED
-        run.outputs = pack(self.session, outputs, self.settings.inline_output_bytes)
-        run.finished_at = _now()
+        transitions.succeed_run(run, pack(self.session, outputs,
+                                          self.settings.inline_output_bytes))
         self.out.finished = True
         _count_run(self.session, run)
 
@@ -356,9 +348,7 @@ def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
     if run is None or RunState(run.state).terminal:
         return Outcome()  # ended before: a late nudge changes nothing
     if run.state == RunState.PENDING:
-        check_run(RunState.PENDING, RunState.RUNNING)
-        run.state = RunState.RUNNING
-        run.started_at = _now()
+        transitions.start_run(run)
     work = _Advance(session, run, settings)
     work.revive()
     if not work.out.finished:
@@ -387,19 +377,12 @@ def _finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
     parent = session.get(StepRun, run.parent_step_run_id, with_for_update=True)
     if parent is None or StepState(parent.state).terminal:
         return
-    parent.finished_at = _now()
-    if parent.started_at is not None:
-        parent.duration_ms = (parent.finished_at - parent.started_at).total_seconds() * 1000
-    if run.state == RunState.SUCCEEDED:
-        parent.state = StepState.SUCCEEDED
-        parent.outputs = run.outputs
-    else:
-        parent.state = StepState.FAILED
-        parent.error = f"nested run {run.id} of {run.skill}: {run.error}"
-        parent.error_kind = "nested"
+    now = _now()
+    transitions.settle_parent(parent, run, now)
     totals = skill_stats.Totals()
     totals.add(success=parent.state == StepState.SUCCEEDED, duration_ms=parent.duration_ms,
-               cost_usd=parent.cost_usd or 0.0, at=parent.finished_at)
+               cost_usd=parent.cost_usd or 0.0, at=now,
+               production=parent.source == RunSource.PRODUCTION)
     skill_stats.add(session, parent.skill, skill_stats.STEP, totals)
     out.advance_runs.append(parent.run_id)
 
@@ -408,5 +391,6 @@ def _count_run(session: Session, run: PipelineRun) -> None:
     totals = skill_stats.Totals()
     at = run.finished_at or _now()
     took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
-    totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took, cost_usd=0.0, at=at)
+    totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took, cost_usd=0.0, at=at,
+               production=run.source == RunSource.PRODUCTION)
     skill_stats.add(session, run.skill, skill_stats.PIPELINE, totals)

@@ -1,0 +1,39 @@
+"""Creating pipeline runs: checked inputs, a frozen plan, a pending row.
+
+Both planes create runs: the client for a top-level run, a worker for the nested run of
+an orchestrator used as a step.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from lifecycle import transitions
+from shared.inputs import resolve_inputs
+from shared.plan import Plan, build_plan
+from shared.skill import Skill
+from shared.vault import Vault
+
+
+def new_run_id() -> str:
+    return "run-" + uuid.uuid4().hex[:16]
+
+
+def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
+               source: str, triggered_by: str | None = None,
+               parent_step_run_id: str | None = None, workdir: str | None = None,
+               plan: Plan | None = None) -> str:
+    """Insert a pending run of ``skill`` (the caller commits, then requests an advance)."""
+    inputs = resolve_inputs(skill.manifest, given)
+    plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
+    run_id = new_run_id()
+    transitions.new_run(session, run_id=run_id, skill=skill.name,
+                        version=skill.manifest.version, source=source,
+                        vault=str(vault.root.resolve()),
+                        plan=plan.model_dump(mode="json", by_alias=True), inputs=inputs,
+                        triggered_by=triggered_by, parent_step_run_id=parent_step_run_id)
+    return run_id

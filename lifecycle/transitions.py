@@ -1,0 +1,290 @@
+"""The one writer of run and step states.
+
+Every change of ``pipeline_runs.state`` or ``step_runs.state`` is a function here, and
+each is checked against the transition tables of shared/states.py before it is written:
+an ORM write calls ``check_run``/``check_step`` on the row's current state, and a bulk
+statement's guard (``WHERE state IN (...)``) is built from the table's sources of the
+new state, passed as parameters taken from the enums. The caller owns the transaction.
+
+Other columns (outputs, errors, heartbeats) travel with the state change that sets them;
+heartbeats alone are not state changes (workers/heartbeat.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import insert, select, text, update
+from sqlalchemy.orm import Session
+
+from shared.cache import input_hash
+from shared.db.models import PipelineRun, StepRun
+from shared.states import (
+    RunState,
+    StepState,
+    check_run,
+    check_step,
+    step_sources,
+)
+
+COPY_FROM = 64  # below this many rows a multi-row INSERT is as quick and simpler
+
+# The columns the planner writes when it launches attempts; the rest take their defaults.
+LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "version",
+                  "state", "source", "queue", "inputs", "input_hash", "not_before", "route")
+_DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
+ENDED_RUN = tuple(s for s in RunState if s.terminal)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _values(states: Iterable[RunState | StepState]) -> list[str]:
+    return [s.value for s in states]
+
+
+# -- pipeline runs ----------------------------------------------------------------------
+
+def new_run(session: Session, *, run_id: str, skill: str, version: int, source: str,
+            vault: str, plan: dict[str, Any], inputs: dict[str, Any],
+            triggered_by: str | None, parent_step_run_id: str | None) -> PipelineRun:
+    run = PipelineRun(id=run_id, skill=skill, version=version, state=RunState.PENDING,
+                      source=source, vault=vault, plan=plan, inputs=inputs,
+                      input_hash=input_hash(inputs), progress={}, triggered_by=triggered_by,
+                      parent_step_run_id=parent_step_run_id)
+    session.add(run)
+    return run
+
+
+def start_run(run: PipelineRun, now: datetime | None = None) -> None:
+    check_run(RunState(run.state), RunState.RUNNING)
+    run.state = RunState.RUNNING
+    run.started_at = now or _now()
+
+
+def succeed_run(run: PipelineRun, outputs: Any, now: datetime | None = None) -> None:
+    check_run(RunState(run.state), RunState.SUCCEEDED)
+    run.state = RunState.SUCCEEDED
+    run.outputs = outputs
+    run.finished_at = now or _now()
+
+
+def fail_run(session: Session, run: PipelineRun, *, error: str, step: str | None,
+             item: int | None, now: datetime | None = None) -> None:
+    """The run ends failed; attempts still waiting in a queue will never run."""
+    check_run(RunState(run.state), RunState.FAILED)
+    run.state = RunState.FAILED
+    run.error = error
+    run.failed_step = step
+    run.failed_item = item
+    run.finished_at = now or _now()
+    cancel_pending(session, run.id, "not run: the run failed before it started",
+                   run.finished_at)
+
+
+def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
+               now: datetime | None = None) -> list[str]:
+    """Cancel a run that has not ended, its open attempts and its nested runs.
+
+    Returns the ids of the attempts that were running (their processes are to be
+    stopped by whoever runs them). A run that already ended is left as it ended.
+    """
+    now = now or _now()
+    run = session.get(PipelineRun, run_id, with_for_update=True)
+    if run is None or RunState(run.state).terminal:
+        return []
+    check_run(RunState(run.state), RunState.CANCELLED)
+    run.state = RunState.CANCELLED
+    run.error = reason
+    run.finished_at = now
+    run.watch_at = None
+    stopped = cancel_open(session, run_id, reason, now)
+    children = session.scalars(select(PipelineRun.id).where(
+        PipelineRun.parent_step_run_id.in_(
+            select(StepRun.id).where(StepRun.run_id == run_id)))).all()
+    for child in children:
+        stopped += cancel_run(session, child, reason, now)
+    return stopped
+
+
+# -- step attempts ------------------------------------------------------------------------
+
+def launch_attempts(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert pending attempts (dicts of LAUNCH_COLUMNS): a wide fan-out goes by COPY."""
+    if not rows:
+        return
+    if any(r["state"] != StepState.PENDING for r in rows):
+        raise ValueError("an attempt starts pending")
+    if len(rows) < COPY_FROM:
+        session.execute(insert(StepRun), [{**_DEFAULTS, **r} for r in rows])
+        return
+    columns = (*LAUNCH_COLUMNS, *_DEFAULTS)
+    raw = session.connection().connection.driver_connection
+    with raw.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
+            f"COPY step_runs ({', '.join(columns)}) FROM STDIN") as copy:
+        for r in rows:
+            copy.write_row([*(json.dumps(r["inputs"]) if c == "inputs" else r.get(c)
+                              for c in LAUNCH_COLUMNS), *_DEFAULTS.values()])
+
+
+def add_attempt(session: Session, **columns: Any) -> StepRun:
+    """One more pending attempt of a step item (a retry, or a re-dispatch after a loss)."""
+    row = StepRun(state=StepState.PENDING, **columns)
+    session.add(row)
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: str
+    run_id: str
+    step_id: str
+    skill: str
+    version: int
+    attempt: int
+    inputs: Any
+    vault: str
+    workdir: str | None
+
+
+_CLAIM = text(
+    "UPDATE step_runs s SET state = :running, worker = :worker, worker_pid = :pid, "
+    "daemon = :daemon, started_at = :now, heartbeat_at = :now FROM pipeline_runs r "
+    "WHERE s.id = ANY(:ids) AND s.state = :pending AND r.id = s.run_id "
+    "AND r.state <> ALL(:ended) "
+    "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, r.vault, "
+    "r.plan ->> 'workdir' AS workdir")
+check_step(StepState.PENDING, StepState.RUNNING)  # the claim's one transition, at import
+
+
+def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int,
+                  daemon: str | None, now: datetime) -> dict[str, Claimed]:
+    """Mark the pending ones of ``ids`` running for this process; by id.
+
+    Two deliveries of one message race on the row lock: the second re-checks the pending
+    state after the first commits and claims nothing. A run that ended claims nothing.
+    """
+    rows = session.execute(_CLAIM, {
+        "ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
+        "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
+        "ended": _values(ENDED_RUN)}).all()
+    return {r.id: Claimed(r.id, r.run_id, r.step_id, r.skill, r.version, r.attempt, r.inputs,
+                          r.vault, r.workdir) for r in rows}
+
+
+def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,
+              now: datetime) -> None:
+    """A redelivery takes an attempt whose process died (or a pending one) for itself."""
+    check_step(StepState(row.state), StepState.RUNNING)
+    row.state = StepState.RUNNING
+    row.worker = worker
+    row.worker_pid = pid
+    row.daemon = daemon
+    row.started_at = now
+    row.heartbeat_at = now
+
+
+_FINISH = text(
+    "UPDATE step_runs SET state = :state, outputs = CAST(:outputs AS jsonb), error = :error, "
+    "error_kind = :error_kind, cache_hit = :cache_hit, exit_code = :exit_code, "
+    "stdout_tail = :stdout_tail, stderr_tail = :stderr_tail, finished_at = :now, "
+    "duration_ms = COALESCE(CAST(:duration_ms AS double precision), "
+    "EXTRACT(EPOCH FROM CAST(:now AS timestamptz) - started_at) * 1000), "
+    "not_before = :not_before, lock_wait_ms = :lock_wait_ms, locked_at = :locked_at, "
+    "unlocked_at = :unlocked_at "
+    "WHERE id = :id AND state = :running AND worker_pid = :pid "
+    "RETURNING duration_ms, cost_usd, source")
+
+# A screen step's machine lock (workers/screen/lock.py); other steps have none.
+_NO_LOCK = {"lock_wait_ms": None, "locked_at": None, "unlocked_at": None}
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    duration_ms: float | None
+    cost_usd: float
+    source: str  # success rates count production attempts only (shared/db/skill_stats.py)
+
+
+def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Finished | None:
+    """Record an attempt's result; None when it is no longer this process's to record
+    (declared lost, or cancelled, meanwhile: the newer record counts)."""
+    check_step(StepState.RUNNING, StepState(values["state"]))
+    params = {**_NO_LOCK, **values, "pid": pid, "running": StepState.RUNNING.value,
+              "outputs": None if values.get("outputs") is None else json.dumps(values["outputs"])}
+    row = session.execute(_FINISH, params).first()
+    return None if row is None else Finished(row.duration_ms, row.cost_usd, row.source)
+
+
+def declare_lost(row: StepRun, error: str, now: datetime | None = None) -> None:
+    check_step(StepState(row.state), StepState.LOST)
+    row.state = StepState.LOST
+    row.finished_at = now or _now()
+    row.error = error
+    row.error_kind = "lost"
+
+
+def lose_process(session: Session, ids: Sequence[str], pid: int, error: str,
+                 now: datetime | None = None) -> list[str]:
+    """Attempts of ``ids`` running under process ``pid``, which died: declared lost.
+    The ids declared (a redelivery found them settled or taken over: none)."""
+    now = now or _now()
+    guard = _values(step_sources(StepState.LOST))
+    stmt = (update(StepRun)
+            .where(StepRun.id.in_(list(ids)), StepRun.worker_pid == pid,
+                   StepRun.state.in_(guard), StepRun.child_run_id.is_(None))
+            .values(state=StepState.LOST.value, finished_at=now, error=error,
+                    error_kind="lost")
+            .returning(StepRun.id))
+    return [str(i) for i in session.scalars(stmt).all()]
+
+
+def skip_failed(row: StepRun) -> None:
+    """``on_failure: skip``: a failed item is dropped, and recorded as skipped."""
+    check_step(StepState(row.state), StepState.SKIPPED)
+    row.state = StepState.SKIPPED
+
+
+def settle_parent(parent: StepRun, child: PipelineRun, now: datetime | None = None) -> None:
+    """A nested run ended: the step that started it ends the same way."""
+    now = now or _now()
+    new = StepState.SUCCEEDED if child.state == RunState.SUCCEEDED else StepState.FAILED
+    check_step(StepState(parent.state), new)
+    parent.state = new
+    parent.finished_at = now
+    if parent.started_at is not None:
+        parent.duration_ms = (now - parent.started_at).total_seconds() * 1000
+    if new == StepState.SUCCEEDED:
+        parent.outputs = child.outputs
+    else:
+        parent.error = f"nested run {child.id} of {child.skill}: {child.error}"
+        parent.error_kind = "cancelled" if child.state == RunState.CANCELLED else "nested"
+
+
+def cancel_pending(session: Session, run_id: str, reason: str, now: datetime) -> None:
+    """Attempts of the run still waiting in a queue will never run."""
+    session.execute(
+        update(StepRun)
+        .where(StepRun.run_id == run_id, StepRun.state.in_([StepState.PENDING.value]))
+        .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
+                error_kind="cancelled")
+        .execution_options(synchronize_session=False))
+
+
+def cancel_open(session: Session, run_id: str, reason: str, now: datetime) -> list[str]:
+    """Every open attempt of the run is cancelled; the ids of those that were running."""
+    guard = _values(step_sources(StepState.CANCELLED))
+    rows = session.execute(
+        update(StepRun)
+        .where(StepRun.run_id == run_id, StepRun.state.in_(guard))
+        .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
+                error_kind="cancelled")
+        .returning(StepRun.id, StepRun.started_at)
+        .execution_options(synchronize_session=False)).all()
+    return [str(r.id) for r in rows if r.started_at is not None]
+
