@@ -19,6 +19,7 @@ from celery.canvas import Signature
 from kombu.exceptions import ChannelError
 
 from lifecycle.planner import Dispatch
+from shared.celery_app import NORMAL_PRIORITY, URGENT_PRIORITY
 from shared.queues import CONTROL_QUEUE
 
 EXECUTE = "skillq.execute_step"
@@ -40,7 +41,8 @@ def readable_args(d: Dispatch) -> str:
 
 def _signature(app: Celery, d: Dispatch) -> Signature:
     ids = d.step_run_ids
-    shown = {"argsrepr": readable_args(d), "kwargsrepr": "{}"}
+    shown: dict[str, Any] = {"argsrepr": readable_args(d), "kwargsrepr": "{}",
+                             "priority": URGENT_PRIORITY if d.urgent else NORMAL_PRIORITY}
     if len(ids) == 1:  # the task id is the attempt's id: Flower shows which step it is
         return app.signature(EXECUTE, args=(ids[0],), queue=d.queue, task_id=ids[0],
                              **shown)
@@ -69,8 +71,9 @@ def queue_depth(app: Celery, queue: str) -> int:
 
 
 def request_advance(app: Celery, run_id: str) -> None:
-    app.send_task(ADVANCE, args=(run_id,), queue=CONTROL_QUEUE)
+    app.send_task(ADVANCE, args=(run_id,), queue=CONTROL_QUEUE, priority=NORMAL_PRIORITY)
 
 
 def schedule_watch(app: Celery, run_id: str, delay_s: float) -> None:
-    app.send_task(WATCH, args=(run_id,), queue=CONTROL_QUEUE, countdown=delay_s)
+    app.send_task(WATCH, args=(run_id,), queue=CONTROL_QUEUE, countdown=delay_s,
+                  priority=NORMAL_PRIORITY)

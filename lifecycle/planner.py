@@ -48,6 +48,7 @@ class Dispatch:
     step_run_ids: tuple[str, ...]  # one message: several when the step's items are quick
     queue: str
     label: str = ""  # the step's skill: what Flower shows beside the ids (canvas.py)
+    urgent: bool = False  # taken before the queue's other messages (canvas.py priority)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,9 @@ class _Advance:
             self.next_due = min(self.next_due or row.not_before, row.not_before)
             return
         row.not_before = None  # sent: a pending row without not_before is in its queue
-        self.out.dispatch.append(Dispatch((row.id,), row.queue, row.skill))
+        # A retry or a re-dispatch goes ahead of the queue's backlog: it has waited once.
+        self.out.dispatch.append(Dispatch((row.id,), row.queue, row.skill,
+                                          urgent=row.attempt > 1))
 
     def revive(self) -> None:
         """Retry what failed transiently; re-dispatch what a dead worker held."""
@@ -150,17 +153,22 @@ class _Advance:
                 self._next_attempt(row, row.not_before)
             elif row.state == StepState.PENDING and row.not_before is not None:
                 self._send_when_due(row)
+            elif row.state == StepState.LOST:  # declared by its worker (a pool death)
+                self._after_loss(key, row, self.lost_count.get(key, 0))
             elif row.state == StepState.RUNNING and row.child_run_id is None \
                     and row.heartbeat_at is not None and row.heartbeat_at < dead_before:
                 transitions.declare_lost(
                     row, f"worker {row.worker} stopped sending heartbeats (none since "
                     f"{row.heartbeat_at:%H:%M:%S}); re-dispatched", now)
-                if self.lost_count.get(key, 0) + 1 >= MAX_LOST:
-                    self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} "
-                               "times running it")
-                    note_lost_step(self.session, self.run, row)  # an improvement note
-                    return
-                self._next_attempt(row, None)
+                self._after_loss(key, row, self.lost_count.get(key, 0) + 1)
+
+    def _after_loss(self, key: tuple[str, int], row: StepRun, losses: int) -> None:
+        if losses >= MAX_LOST:
+            self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} times "
+                       "running it")
+            note_lost_step(self.session, self.run, row)  # an improvement note
+            return
+        self._next_attempt(row, None)
 
     # -- values ---------------------------------------------------------------------
     def _items(self, step: PlanStep) -> list[StepRun | _Launched | None]:

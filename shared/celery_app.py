@@ -10,7 +10,7 @@ the longest step may take (see visibility_timeout_s). Everything travels as JSON
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from shared.queues import CONTROL_QUEUE, QueueClass
 from shared.settings import Settings
@@ -23,11 +23,25 @@ def visibility_timeout_s(settings: Settings) -> int:
     return int(settings.max_step_timeout_s * 2 + 600)
 
 
+EXCHANGE = "skillq"  # direct: each queue is bound by its own name only
+# Redis consumes a queue's priority lists in order, the lowest number first (kombu's
+# priority_steps): everything goes at NORMAL, and a retry or a re-dispatch after a lost
+# worker at URGENT, so it runs next rather than behind a fan-out's backlog.
+PRIORITY_STEPS = (0, 5)
+URGENT_PRIORITY, NORMAL_PRIORITY = PRIORITY_STEPS
+
+
+def queue(name: str) -> Queue:
+    return Queue(name, Exchange(EXCHANGE, type="direct"), routing_key=name)
+
+
 def create_app(settings: Settings, *, broker_url: str, result_backend: str | None = None
                ) -> Celery:
     app = Celery("skillq", broker=broker_url, backend=result_backend or broker_url,
                  include=list(TASK_MODULES))
-    queues = [Queue(q.value) for q in QueueClass] + [Queue(CONTROL_QUEUE)]
+    # Celery's default binds every declared queue to one exchange under one routing key,
+    # so a publish to that exchange reached all of them; one key per queue instead.
+    queues = [queue(q.value) for q in QueueClass] + [queue(CONTROL_QUEUE)]
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -39,9 +53,14 @@ def create_app(settings: Settings, *, broker_url: str, result_backend: str | Non
         worker_prefetch_multiplier=1,
         task_track_started=True,
         task_default_queue=QueueClass.DEFAULT.value,
+        task_default_exchange=EXCHANGE,
+        task_default_exchange_type="direct",
+        task_default_routing_key=QueueClass.DEFAULT.value,
+        task_default_priority=NORMAL_PRIORITY,
         task_queues=queues,
         task_create_missing_queues=True,  # per-daemon queues such as dom0@laptop
-        broker_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
+        broker_transport_options={"visibility_timeout": visibility_timeout_s(settings),
+                                  "priority_steps": list(PRIORITY_STEPS)},
         result_backend_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
         result_expires=settings.result_ttl_s,
         broker_connection_retry_on_startup=True,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lifecycle import transitions
 from lifecycle.context import WorkerContext
@@ -22,6 +22,7 @@ from lifecycle.step_counts import open_items
 from shared import cache
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
+from shared.db.outage import through_outage
 from shared.db.session import transaction
 from shared.inputs import with_defaults
 from shared.plan import Plan
@@ -31,7 +32,8 @@ from shared.skillfiles import RunSource
 from shared.states import RunState, StepState
 from shared.store import pack, unpack
 from shared.vault import open_skill, open_vault
-from workers import published
+from workers import attempt_end, published
+from workers.attempt_end import STEP_MARKER, scratch_for
 from workers.failure_notes import note_failures
 from workers.heartbeat import heartbeat
 from workers.proc_tags import kill_tagged
@@ -39,9 +41,9 @@ from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, 
 from workers.script_executor import ScriptStatus, run_script
 
 BACKOFF_BASE_S = 1.0
-STEP_MARKER = "SKILLQ_STEP_RUN"  # in each script's environment: finds it after a crash
 BACKOFF_CAP_S = 60.0
 FLUSH_S = 0.05  # a batch records its finished items at least this often
+T = TypeVar("T")
 
 
 @dataclass
@@ -105,19 +107,23 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Cla
     The common case (pending rows) is one statement for the whole batch; the rest (a
     redelivery after a crash: rows running under a dead process) go row by row.
     """
-    now = datetime.now(UTC)
-    taken: dict[str, Claim] = {}
-    with transaction(ctx.database_url) as session:
-        for c in transitions.claim_pending(session, ids, worker=worker, pid=ctx.pid,
-                                           daemon=ctx.daemon, now=now).values():
-            vault = Path(c.vault) if Path(c.vault).is_dir() else ctx.vault
-            taken[c.id] = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
+    def fast() -> dict[str, Claim]:
+        now = datetime.now(UTC)
+        with transaction(ctx.database_url) as session:
+            return {c.id: Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
                                 skill=c.skill, version=c.version, attempt=c.attempt,
                                 inputs=unpack(session, c.inputs), workdir=c.workdir,
-                                vault=vault)
+                                vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
+                    for c in transitions.claim_pending(
+                        session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
+                        now=now).values()}
+
+    # While the database is away the message stays reserved here, unacknowledged.
+    taken = _outlasting(ctx, fast, "claiming a step")
     for row_id in ids:
         if row_id not in taken:
-            slow = _claim_locked(ctx, row_id, worker)
+            slow = _outlasting(ctx, lambda: _claim_locked(ctx, row_id, worker),  # noqa: B023
+                               "claiming a step")
             if slow is not None:
                 taken[row_id] = slow
         elif taken[row_id].attempt > 1:
@@ -211,14 +217,15 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
     if is_screen_step(skill.manifest):  # dom0/cmd0: one at a time per machine
         screen = run_screen_step(skill.folder, skill.manifest, inputs, settings=ctx.settings,
                                  database_url=ctx.database_url, secrets=secrets,
-                                 workdir=workdir, extra_env={STEP_MARKER: job.row_id})
+                                 workdir=workdir, extra_env={STEP_MARKER: job.row_id},
+                                 scratch=scratch_for(job.row_id))
         done = screen.done
     else:
         assert skill.manifest.run is not None
         done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
                           timeout_s=skill.manifest.run.timeout,
                           max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
-                          extra_env={STEP_MARKER: job.row_id})
+                          extra_env={STEP_MARKER: job.row_id}, scratch=scratch_for(job.row_id))
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
                     stdout_tail=redact(done.stdout_tail, secrets),
                     stderr_tail=redact(done.stderr_tail, secrets),
@@ -269,6 +276,22 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
     item left. Open items are counted after the commit, so whichever of two items
     finishing together commits last sees zero.
     """
+    # A finished result is kept (in this process) until it can be recorded: a database
+    # outage delays the record, it never throws the work away.
+    due, steps = _outlasting(ctx, lambda: _record(ctx, done), "recording a step")
+    if steps - {(r, s) for r, s in steps if r in due}:
+        due |= _outlasting(ctx, lambda: _settled_runs(ctx, steps, due), "recording a step")
+    return due
+
+
+def _settled_runs(ctx: WorkerContext, steps: set[tuple[str, str]], due: set[str]) -> set[str]:
+    with transaction(ctx.database_url) as session:
+        return {run for run, step in steps
+                if run not in due and not open_items(session, run, step)}
+
+
+def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
+            ) -> tuple[set[str], set[tuple[str, str]]]:
     due: set[str] = set()
     steps: set[tuple[str, str]] = set()
     totals: dict[str, skill_stats.Totals] = {}
@@ -306,11 +329,11 @@ def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> se
         for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
             skill_stats.add(session, skill, skill_stats.STEP, sums)
         note_failures(ctx, session, done)  # production's final failures: improvement notes
-    if steps - {(r, s) for r, s in steps if r in due}:
-        with transaction(ctx.database_url) as session:
-            due |= {run for run, step in steps
-                    if run not in due and not open_items(session, run, step)}
-    return due
+    return due, steps
+
+
+def _outlasting(ctx: WorkerContext, fn: Callable[[], T], what: str) -> T:
+    return through_outage(fn, limit_s=ctx.settings.database_outage_s, what=what)
 
 
 def _batch_cache(ctx: WorkerContext, jobs: Sequence[Claim]) -> dict[str, Any] | None:
@@ -328,11 +351,12 @@ def _batch_cache(ctx: WorkerContext, jobs: Sequence[Claim]) -> dict[str, Any] | 
 
 
 def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
-              on_due: Callable[[str], None]) -> list[StepState]:
+              on_due: Callable[[str], None]) -> list[Result]:
     """Claim, run and record one message's attempts; ``on_due(run_id)`` for each run the
-    planner should look at, as soon as it is known."""
+    planner should look at, as soon as it is known. The results of the attempts this
+    delivery ran (none: another delivery owns them, or their run has ended)."""
     jobs = claim_batch(ctx, ids, worker)
-    states: list[StepState] = []
+    states: list[Result] = []
     open_ids = {j.row_id for j in jobs}
     pending: list[tuple[Claim, Result]] = []
 
@@ -353,8 +377,10 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
                 result = Result(StepState.FAILED,
                                 error=f"internal error: {type(exc).__name__}: {exc}",
                                 error_kind="internal")
+            finally:
+                attempt_end.end(job.row_id)  # nothing the attempt started outlives it
             pending.append((job, result))
-            states.append(result.state)
+            states.append(result)
             if time.monotonic() - flushed >= FLUSH_S:
                 flush()
                 flushed = time.monotonic()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator import run_json
 from orchestrator.cli.common import VaultOption, err, out, vault
 from orchestrator.cli.run_view import render_tree
 from orchestrator.connect import Connection, connect
@@ -22,7 +23,7 @@ from orchestrator.launch import start_run, wait_run
 from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from shared.errors import PipelineFailed
+from shared.errors import PipelineFailed, SkillqError
 from shared.inputs import parse_cli_inputs
 from shared.states import RunState
 from shared.store import unpack
@@ -106,16 +107,28 @@ def runs(name: Annotated[str | None, typer.Argument(help="Only this skill's runs
     out.print(table)
 
 
-def run_show(run_id: str) -> None:
-    """One run as a tree of steps: status, worker, attempts, duration and error."""
+def run_show(
+    run_id: str,
+    logs: Annotated[bool, typer.Option(
+        "--logs", help="Each attempt's stdout and stderr (their last lines).")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="One JSON object: the run, its steps, attempts and nested runs.")
+                       ] = False,
+) -> None:
+    """One run as a tree of steps: status, outputs, worker, attempts, duration and error."""
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
         tree = run_tree(session, run_id)
         if tree is None:
-            raise PipelineFailed(f"no run {run_id}; `skillq runs` lists them")
+            raise SkillqError(f"no run {run_id}; `skillq runs` lists them")
+        redactor = run_json.redactor_for(tree)
+        if as_json:
+            print(run_json.dumps(run_json.run_json(session, tree, redactor)))
+            return
+        outputs = run_json.outputs_by_run(session, tree, redactor)
         # In a pipe, lines stay whole (no 80-column crop): errors are what run-show is for.
         console = out if out.is_terminal else Console(width=100_000, highlight=False)
-        console.print(render_tree(tree))
+        console.print(render_tree(tree, outputs, redactor, logs))
 
 
 def worker(
@@ -130,10 +143,13 @@ def worker(
         help="agent or daily-driver: routing prefers agent daemons.")] = None,
 ) -> None:
     """Serve queues in the foreground with the configured broker and database."""
-    from workers.main import main as worker_main
-
     conn = connect(workers=False)
     os.environ.update(conn.endpoints.env())
-    worker_main(["--queues", queues, "--concurrency", str(concurrency),
-                 *(["--name", name] if name else []), *(["--daemon", daemon] if daemon else []),
-                 *(["--role", role] if role else [])])
+    # The data plane is its own program: the control plane hands this process over to it
+    # rather than importing it (one import direction, pyproject's import-linter contract).
+    argv = [sys.executable, "-m", "workers.main", "--queues", queues,
+            "--concurrency", str(concurrency), *(["--name", name] if name else []),
+            *(["--daemon", daemon] if daemon else []), *(["--role", role] if role else [])]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)  # noqa: S606 - argv, no shell

@@ -139,16 +139,27 @@ def test_flower_lists_workers_and_readable_tasks_behind_auth(
     vault = copy_vault(VAULTS / "ops", tmp_path / "vault")
     result = run_skill("watched", vault, inputs={"leak": True})
     assert result.code == 1 and result.run_id, result  # secret-peek printed it and failed
-    attempts = {s.id: s.skill for s in healthy.steps(result.run_id)}
+    steps = healthy.steps(result.run_id)
+    attempts = {s.id: s.skill for s in steps}
     assert len(attempts) == 3, attempts  # fan/0, fan/1, peek
+    # A task's state is its step's recorded outcome (on d773015 every one was SUCCESS).
+    wanted = {s.id: "SUCCESS" if s.state == "succeeded" else "FAILURE" for s in steps}
+    assert sorted(wanted.values()) == ["FAILURE", "SUCCESS", "SUCCESS"], wanted
 
     def listed() -> dict[str, Any] | None:
         tasks = api.json("/api/tasks")
         mine = {t["uuid"]: t for t in tasks.values() if t["uuid"] in attempts}
-        done = all(t.get("state") == "SUCCESS" and t.get("args") for t in mine.values())
+        done = all(t.get("state") == wanted[i] and t.get("args") for i, t in mine.items())
         return mine if len(mine) == len(attempts) and done else None
 
-    tasks = wait_until(listed, 20, "Flower to list the run's tasks", every_s=0.3)
+    tasks = wait_until(listed, 20, "Flower to list the run's tasks in their steps' states",
+                       every_s=0.3)
+    (failed,) = [s for s in steps if s.state == "failed"]
+    shown = tasks[failed.id]
+    assert shown["exception"].startswith("StepFailed(") and failed.error, shown
+    assert failed.error[:30] in shown["exception"], (failed.error, shown)
+    by_state = api.json("/api/tasks?state=FAILURE")
+    assert failed.id in {t["uuid"] for t in by_state.values()}  # Flower's FAILURE filter
     for step_run_id, task in tasks.items():
         assert task["name"] == "skillq.execute_step"
         skill = attempts[step_run_id]

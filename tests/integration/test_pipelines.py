@@ -646,7 +646,7 @@ def test_runs_and_run_show_show_the_run(stack: Stack, aborted: Aborted) -> None:
     text = show.stdout
     assert text.splitlines()[0] == f"abort-on-failure v1 · failed · {run_id}"
     assert f"step 'each' item 1 failed: boom: cannot handle item '{LONG_ITEM}'" in text
-    assert "each → fail-on (queue default)" in text
+    assert "each → fail-on v1 (queue default)" in text
     for item in ("item 0", "item 1", "item 2"):
         assert item in text
     assert text.count("succeeded · attempt 1") == 2 and text.count("failed · attempt 1") == 1

@@ -10,14 +10,16 @@ it like any other.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,7 +54,8 @@ def is_screen_step(manifest: Manifest) -> bool:
 
 def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                     settings: Settings, database_url: str, secrets: Mapping[str, str],
-                    workdir: Path | None, extra_env: Mapping[str, str]) -> ScreenRun:
+                    workdir: Path | None, extra_env: Mapping[str, str],
+                    scratch: Path | None = None) -> ScreenRun:
     approach = manifest.effective_approach
     env = dict(extra_env)
     try:
@@ -62,8 +65,8 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
         spec = host_spec(manifest, inputs, settings)
     except ValueError as exc:  # before anything ran
         return ScreenRun(_failed(str(exc)))
-    with tempfile.TemporaryDirectory(prefix=f"skillq-{approach}-") as tmp:
-        workspace = Workspace(Path(tmp))
+    with _workspace_dir(approach, scratch) as tmp:
+        workspace = Workspace(tmp)
         if approach is Approach.CMD0:
             env |= display_env(os.environ, Path.home(), workspace.root)
         tag = uuid.uuid4().hex
@@ -90,7 +93,8 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                 try:
                     done = run_script(folder, runnable, inputs, secrets=secrets,
                                       timeout_s=timeout_s, workdir=workdir, extra_env=env,
-                                      max_output_bytes=settings.max_output_bytes)
+                                      max_output_bytes=settings.max_output_bytes,
+                                      scratch=scratch)
                 finally:
                     reap(tag)  # a browser outside the host's process group, say
                     unlocked_at = datetime.now(UTC)
@@ -98,6 +102,23 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
             return ScreenRun(_failed(str(exc)), settings.max_step_timeout_s * 1000)
         return ScreenRun(_finished(done, workspace, database_url), waited_ms, locked_at,
                          unlocked_at)
+
+
+@contextlib.contextmanager
+def _workspace_dir(approach: Approach, scratch: Path | None) -> Iterator[Path]:
+    """The host's private folder: beside the attempt's scratch folder when it has one
+    (so the end of the attempt removes both, workers/attempt_end.py), else a new one."""
+    if scratch is None:
+        with tempfile.TemporaryDirectory(prefix=f"skillq-{approach}-") as tmp:
+            yield Path(tmp)
+        return
+    folder = scratch.with_name(scratch.name + "-screen")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700, parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def host_spec(manifest: Manifest, inputs: dict[str, Any], settings: Settings

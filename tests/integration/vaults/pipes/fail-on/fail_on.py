@@ -23,6 +23,7 @@ def write_atomic(path: Path, text: str) -> None:
 def main() -> int:
     inputs = read_inputs()
     item = inputs["item"]
+    print(f"fail-on: handling item {item!r}")  # a stdout line for `run-show --logs` tests
     if item in (inputs.get("fail") or []):
         print(f"boom: cannot handle item {item!r}", file=sys.stderr)
         return 1

@@ -1,0 +1,95 @@
+"""Every end of a step attempt ends what it started; a dead pool process's step runs next.
+
+Measured on d773015: a killed pool process's step waited behind the queue's backlog (it
+ran again 41 s later), its script kept running and its scratch folder stayed; a
+``setsid`` grandchild outlived a timeout with skillq's tag in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import VAULTS, Stack, copy_vault, gone_or_zombie, kill_pids, wait_until
+from test_recovery import read_pid, running_row
+
+from workers.attempt_end import scratch_for
+
+pytestmark = pytest.mark.integration
+RERUN_BOUND_S = 10.0  # the issue's bound: a pool death re-runs its step within this
+CROWD = 30  # one-second items on two processes: a backlog far longer than the bound
+
+
+@pytest.fixture
+def faults(tmp_path: Path) -> Path:
+    return copy_vault(VAULTS / "faults", tmp_path / "vault")
+
+
+def scratch_of(stack: Stack, row_id: str) -> Path:
+    return Path(stack.env["TMPDIR"]) / scratch_for(row_id).name
+
+
+def test_a_killed_pool_process_s_step_runs_again_ahead_of_the_backlog(
+        healthy: Stack, faults: Path, tmp_path: Path) -> None:
+    stack = healthy
+    pid_dir, release = tmp_path / "pids", tmp_path / "release"
+    pid_dir.mkdir()
+    labels = json.dumps([f"c{i}" for i in range(CROWD)])
+    proc = stack.cli("run", "backlog", "--vault", str(faults), "--input", f"labels={labels}",
+                     "--input", "item_s=1", "--input", f"pid_dir={pid_dir}",
+                     "--input", f"release={release}", "--detach", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    script = None
+    try:
+        row = running_row(stack, run_id, "held")
+        script = read_pid(pid_dir / "held.pid")
+        scratch = scratch_of(stack, row.id)
+        assert scratch.is_dir()  # the attempt's own, named after it
+        stack.tainted.add("default")
+        kill_pids([row.worker_pid])
+        killed_at = time.monotonic()
+        again = running_row(stack, run_id, "held", other_than=row.worker_pid)
+        took = time.monotonic() - killed_at
+        waiting = [r for r in stack.steps(run_id, "crowd") if r.state == "pending"]
+        # It jumped the queue: crowd items sent before it were still waiting.
+        assert waiting, "the backlog had drained: the test did not test the queue's order"
+        assert took <= RERUN_BOUND_S, f"the step ran again {took:.1f} s after the kill"
+        assert again.attempt == 2
+        lost = next(r for r in stack.steps(run_id, "held") if r.attempt == 1)
+        assert lost.state == "lost" and "died" in (lost.error or ""), lost.error
+        # The dead process's script and scratch folder were ended with its attempt.
+        wait_until(lambda: gone_or_zombie(script), 5, "the killed attempt's script to end")
+        assert not scratch.exists()
+    finally:
+        release.touch()
+        final = stack.wait_run(run_id, timeout_s=120)
+        if script:
+            stack.kill_scripts([script])
+    assert final.state == "succeeded", final.error
+    held = stack.steps(run_id, "held")
+    assert [r.state for r in held if r.state == "succeeded"] == ["succeeded"]
+
+
+@pytest.mark.parametrize(("end", "state"), [("succeed", "succeeded"), ("fail", "failed"),
+                                            ("hang", "failed")])
+def test_nothing_an_attempt_started_outlives_it(healthy: Stack, faults: Path, tmp_path: Path,
+                                                end: str, state: str) -> None:
+    stack = healthy
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    proc = stack.cli("run", "escaper", "--vault", str(faults), "--input",
+                     f"pid_dir={pid_dir}", "--input", f"end={end}", "--json", cwd=tmp_path)
+    grandchild = read_pid(pid_dir / "grandchild.pid")
+    scratch = Path((pid_dir / "scratch").read_text())
+    try:
+        assert proc.returncode == (0 if state == "succeeded" else 1), proc.stderr
+        if end == "hang":
+            assert "timed out" in proc.stdout + proc.stderr
+        # Out of the script's process group and session, it is still the attempt's.
+        assert gone_or_zombie(grandchild), f"grandchild {grandchild} outlived its attempt"
+        assert not scratch.exists(), f"{scratch} outlived its attempt"
+    finally:
+        stack.kill_scripts([grandchild])
