@@ -8,6 +8,7 @@
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
      ├── InputError             inputs given to a run do not fit the skill's declared inputs
      ├── NoWorker               no online daemon can run a step of the run (before dispatch)
+     ├── DatabaseUnreachable    a client waited out SKILLQ_DATABASE_OUTAGE_S and gave up
      ├── PipelineFailed         a run aborted (names the step, the item, the error)
      ├── TestsFailed            `skillq test`: a case failed
      ├── ExportError            a skill cannot be written in the requested on-disk form
@@ -26,6 +27,7 @@
      ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
      ├── BadCursor              a dashboard page cursor that cannot be read
      ├── RunNotFound            a run id no record has
+     ├── StepFailed             a step message's attempt failed (the Celery task's FAILURE)
      └── IllegalTransition      a run or step state change the tables in shared/states.py
                                 forbid (a bug, or a stale redelivery): never written
 
@@ -187,6 +189,13 @@ class NoWorker(SkillqError):
     exit_code = 1
 
 
+class DatabaseUnreachable(SkillqError):
+    """A client stopped waiting: the run itself may still finish (its own exit code, so a
+    script can tell "gave up waiting" from "the run failed")."""
+
+    exit_code = 3
+
+
 class PipelineFailed(SkillqError):
     exit_code = 1
 
@@ -208,3 +217,12 @@ class RunNotFound(SkillqError):
 
 class IllegalTransition(SkillqError):
     """A state change the machine does not allow; lifecycle/transitions.py refuses it."""
+
+
+class StepFailed(SkillqError):
+    """Raised by a step task after its attempts are recorded, so that Celery (Flower,
+    task events) shows FAILURE with the step's error; the record is the result."""
+
+    def __init__(self, error: str, *, failed: int = 1, of: int = 1) -> None:
+        head = f"{failed} of {of} items failed; the first: " if of > 1 else ""
+        super().__init__(head + error)

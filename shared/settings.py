@@ -35,6 +35,10 @@ class Settings(BaseSettings):
                                "proves its worker alive")
     dead_after_s: float = Field(default=30.0, gt=0, description="a running step whose "
                                 "heartbeat is older than this is re-dispatched")
+    database_outage_s: float = Field(default=600.0, gt=0, description="how long a worker "
+                                     "holds a finished result, a claimed message or a "
+                                     "planning step, and a client waits, while PostgreSQL "
+                                     "cannot be reached, before giving up")
     batch_target_ms: float = Field(default=200.0, ge=0, description="a quick step's fan-out "
                                    "items go several to a message, about this much of its "
                                    "recent average work each; 0 = one item per message")
