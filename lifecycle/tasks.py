@@ -21,6 +21,7 @@ from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import refresh_benchmarks
 from shared.db.models import PipelineRun, StepRun
+from shared.db.outage import through_outage
 from shared.db.session import transaction
 from shared.states import RunState, StepState
 
@@ -29,8 +30,12 @@ RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final
 
 
 def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
-    with transaction(ctx.database_url) as session:
-        out = advance_in(session, ctx, run_id)
+    def plan() -> Outcome:
+        with transaction(ctx.database_url) as session:
+            return advance_in(session, ctx, run_id)
+
+    # Planning is idempotent, so a pass cut off by a database outage is simply done again.
+    out = through_outage(plan, limit_s=ctx.settings.database_outage_s, what="planning a run")
     send_outcome(app, ctx, run_id, out)
 
 
