@@ -16,7 +16,7 @@ Then three worker processes, each at concurrency 2:
   raw-strict  the same tasks with skillq's Celery settings (acks_late, prefetch 1,
               task events, track_started): an attribution row, not a target
 
-The skillq side goes through the real `skillq run` path: orchestrator.submit.create_run in
+The skillq side goes through the real `skillq run` path: lifecycle.submit.create_run in
 a transaction, canvas.request_advance, and a wait that polls the run record as `skillq run`
 does (its terminal check every tick, its progress counts every 0.25 s). The raw side
 waits by polling a fresh AsyncResult per task id. Both sides poll at the same interval

@@ -29,7 +29,7 @@ def fig_fanouts(b: Bench, width: int, reps: int, python: bool) -> list[Figure]:
     cpu: dict[str, dict[str, dict[str, float]]] = {}
     for key, skill, app, task, args in pairs:
         sk, raw = [], []
-        # Untimed: the skill's history is what sizes its batches (orchestrator/planner.py),
+        # Untimed: the skill's history is what sizes its batches (lifecycle/planner.py),
         # as it is for a user's skill after its first runs; a first run goes item by item.
         b.skillq_fan(skill, WARM_WIDTH, f"({key}) warm-up")
         for rep in range(reps):

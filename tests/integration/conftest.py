@@ -56,7 +56,7 @@ from shared.settings import Settings
 
 HEARTBEAT_S = 0.5
 DEAD_AFTER_S = 3.0
-WATCH_INTERVAL_S = DEAD_AFTER_S / 2  # orchestrator/planner.py advance(): dead_after_s / 2
+WATCH_INTERVAL_S = DEAD_AFTER_S / 2  # lifecycle/planner.py advance(): dead_after_s / 2
 INLINE_OUTPUT_BYTES = 1024
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -402,11 +402,14 @@ def skillq_argv(*args: str) -> list[str]:
 _ACTIVE: list[Stack] = []  # the stack of this pytest process, for failure reports
 
 
-def _build_stack(home: Path) -> Stack:
+def build_stack(home: Path, *, migrate: bool = True) -> Stack:
+    """Embedded servers under home (no workers yet); ``migrate=False`` leaves the database
+    without tables, as a first start finds it."""
     settings = Settings(_env_file=None, home=home, broker_url=None, database_url=None,
                         result_backend=None)
     endpoints = resolve_endpoints(settings)  # starts the embedded Redis and PostgreSQL
-    upgrade(endpoints.database_url)
+    if migrate:
+        upgrade(endpoints.database_url)
     (home / "tmp").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLQ_")}
     env.update(endpoints.env(), SKILLQ_HOME=str(home), SKILLQ_HEARTBEAT_S=str(HEARTBEAT_S),
@@ -426,7 +429,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     home = tmp_path_factory.mktemp("skillq-home")
     built: Stack | None = None
     try:
-        built = _build_stack(home)
+        built = build_stack(home)
         _ACTIVE.append(built)
         for spec in STANDARD_WORKERS:
             built.start_worker(spec)

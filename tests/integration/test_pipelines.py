@@ -104,7 +104,7 @@ def test_fan_out_then_parallel_branches_keep_item_order(stack: Stack, run_skill:
 def test_quick_items_go_in_batches_yet_each_keeps_its_own_record(
         stack: Stack, run_skill: RunSkill, vault: Path) -> None:
     # The first run gives echo a history; with it, the planner sends echo's items several
-    # to a message (orchestrator/planner.py), claimed in one statement. The fan step is
+    # to a message (lifecycle/planner.py), claimed in one statement. The fan step is
     # the run's first, so the client plans it: its settings size the batches, generously
     # here so that a loaded machine's slow python3 still makes batches.
     texts = [f"t{i}" for i in range(24)]
