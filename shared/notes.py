@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -116,6 +116,10 @@ def leave_note(session: Session, failure: StepFailure, *, secrets: Mapping[str, 
               "pipeline": stmt.excluded.pipeline},
     ).returning(table.c.id)
     note_id: int = session.execute(upsert).scalar_one()
+    # The note keeps only its latest run: the failing attempt keeps the link, so each
+    # run it counted shows it (the dashboard's run page) and no other run does.
+    session.execute(update(StepRun).where(StepRun.id == failure.step_run_id)
+                    .values(note_id=note_id).execution_options(synchronize_session=False))
     return note_id
 
 

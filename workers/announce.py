@@ -17,13 +17,18 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
+import tenacity
+from alembic.util import CommandError
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
+from shared.db.migrate import upgrade
+from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
 from shared.settings import Settings
 from shared.vault import open_vault
@@ -118,16 +123,46 @@ def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterabl
         index_elements=[DaemonWorker.node], set_=worker))
 
 
+def migrate(database_url: str) -> None:
+    """A worker may be the first to reach a fresh database: apply what is pending (the
+    migration lock makes workers starting together take turns)."""
+    try:
+        upgrade(database_url)
+    except CommandError as exc:  # a newer schema, migrated by newer code: still announce
+        log.warning("database schema left as it is: %s", exc)
+
+
 def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> threading.Event:
-    """Announce now (so a waiting `skillq run` sees this worker), then every heartbeat."""
+    """Announce now (so a waiting `skillq run` sees this worker), then every heartbeat.
+
+    Pending migrations are applied first. A database that is down or not ready never
+    stops the worker: the first announcement and each heartbeat are retried with backoff
+    (capped at heartbeat_s), logged once per outage.
+    """
     database_url = settings.database_url
     assert database_url is not None
     started = datetime.now(UTC)
     stop = threading.Event()
     caps = probe(settings)
+    migrated = False
+
+    def down(exc: BaseException) -> None:
+        # an unreachable server is one line; anything else (a bug) deserves its traceback
+        unreachable = is_outage(exc)
+        log.warning("%s cannot announce itself: %s (%s); retrying with backoff", node,
+                    "database unreachable" if unreachable else "announcing failed",
+                    first_line(exc), exc_info=not unreachable)
+
+    outage = Outage(on_down=down, max_wait_s=settings.heartbeat_s, stop=stop,
+                    retry_on=lambda _: True,  # whatever failed, the next beat may succeed
+                    on_up=lambda took_s: log.warning("%s announced again after %.0f s",
+                                                     node, took_s))
 
     def once() -> None:
-        nonlocal caps
+        nonlocal caps, migrated
+        if not migrated:
+            migrate(database_url)
+            migrated = True
         with transaction(database_url) as session:
             asked = set(session.scalars(select(WantedSoftware.name)))
             if not asked <= set(caps.software):
@@ -135,19 +170,27 @@ def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> thr
             announce(session, caps, node=node, queues=queues(), pid=os.getpid(),
                      started_at=started)
 
-    once()
+    try:
+        once()  # here, not in the thread: a worker that answers pings is already routable
+    except Exception as exc:
+        outage.down(exc)  # the thread keeps trying
+
+    def beat(look_again: bool) -> None:
+        nonlocal caps
+        if look_again:  # installed software and skills: looked at again now and then
+            caps = probe(settings, caps.software)
+        once()
 
     def loop() -> None:
-        nonlocal caps
         beats = 0
-        while not stop.wait(settings.heartbeat_s):
-            beats += 1
-            try:
-                if beats % 60 == 0:  # installed software and skills: looked at again now and then
-                    caps = probe(settings, caps.software)
-                once()
-            except Exception:  # a database hiccup: the next beat tries again
-                log.exception("daemon heartbeat failed")
+        try:
+            if outage.down_since is not None:
+                outage.call(once)
+            while not stop.wait(settings.heartbeat_s):
+                beats += 1
+                outage.call(partial(beat, beats % 60 == 0))
+        except tenacity.RetryError:  # only once stopped: retries never give up otherwise
+            return
 
     threading.Thread(target=loop, name="skillq-announce", daemon=True).start()
     return stop

@@ -18,7 +18,7 @@ from shared.celery_app import create_app
 from shared.db.session import dispose_engines
 from shared.errors import ConfigError
 from shared.settings import get_settings
-from workers import announce, sweeper
+from workers import announce, attempt_end, sweeper
 
 
 def worker_argv(queues: list[str], concurrency: int, node: str) -> list[str]:
@@ -68,13 +68,14 @@ def main(argv: list[str] | None = None) -> None:
                 return daemon_queues(queues, daemon)
             return [q.name for q in consumer.queues]
 
+        sweeper.start(app, settings)  # first: it must run whatever announcing meets
         announce.start(settings, node, live_queues)
-        sweeper.start(app, settings)
 
     def on_fork(**_: object) -> None:
         # A pool process forked after the main process opened connections (the sweeper)
         # must not share its parent's sockets.
         dispose_engines()
+        attempt_end.become_subreaper()  # a step's escaped processes come back to it
 
     worker_ready.connect(on_ready, weak=False)
     worker_process_init.connect(on_fork, weak=False)

@@ -81,11 +81,19 @@ def encode_row(table: Table, row: Mapping[Any, Any]) -> dict[str, Any]:
     return found
 
 
+# Columns naming rows an archive does not carry: improvement notes stay with the database
+# they were left in, so an imported attempt's note id would name another database's note.
+UNCARRIED = {"step_runs": frozenset({"note_id"})}
+
+
 def decode_row(table: Table, data: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {}
+    dropped = UNCARRIED.get(table.name, frozenset())
     for key, value in data.items():
         column = table.columns[key]
-        if value is not None and isinstance(column.type, DateTime):
+        if key in dropped:
+            value = None
+        elif value is not None and isinstance(column.type, DateTime):
             value = datetime.fromisoformat(value)
         elif value is not None and isinstance(column.type, LargeBinary):
             value = base64.b64decode(value)

@@ -14,6 +14,7 @@ from rich.table import Table
 from orchestrator.cli.common import err, out
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
+from shared.db.migrate import upgrade
 from shared.settings import get_settings
 
 
@@ -33,6 +34,10 @@ def up(
     home = settings.home.expanduser().resolve()
     with err.status("starting Redis and PostgreSQL…") as spinner:
         endpoints = resolve_endpoints(settings, start=True)
+        # the tables before the workers, once: a worker cannot announce itself (and
+        # `skillq run` routes only to announced ones) until they exist
+        spinner.update("applying database migrations…")
+        upgrade(endpoints.database_url)
         spinner.update("starting workers…")
         procs = start_workers(home, endpoints)
         wait_ready(endpoints, [p.worker.name for p in procs], timeout, home=home,

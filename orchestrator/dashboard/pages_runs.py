@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from orchestrator.dashboard import graph_svg, queries
+from orchestrator.dashboard import graph_svg, queries, step_states
 from orchestrator.dashboard.context import dashboard
 from orchestrator.history import RunTree, run_tree
 from shared.db.models import Artifact, PipelineRun, StepRun
@@ -74,23 +74,19 @@ def all_rows(tree: RunTree) -> list[StepRun]:
 
 
 def step_graph(run: PipelineRun, steps: list[StepRun]) -> Any:
-    """The run's own steps (from its frozen plan) coloured by their newest attempt."""
+    """The run's own steps (from its frozen plan), each coloured by what its items did
+    (orchestrator/dashboard/step_states.py)."""
     try:
         plan = Plan.model_validate(run.plan)
     except ValidationError:
         return None
-    newest: dict[str, StepRun] = {}
-    for row in steps:
-        seen: StepRun | None = newest.get(row.step_id)
-        if seen is None or (row.item_index, row.attempt) >= (seen.item_index, seen.attempt):
-            newest[row.step_id] = row
+    by_step = step_states.newest_attempts(steps)
     nodes = []
     for step in plan.steps:
-        last = newest.get(step.id)
-        state = last.state if last else run.progress.get(step.id, {}).get("state", "waiting")
-        where = f" · {last.daemon}" if last and last.daemon else ""
-        nodes.append(graph_svg.Node(step.id, f"{step.id}: {step.skill}", f"{state}{where}",
-                                    f"state-{state}"))
+        view = step_states.step_view(run, step.id, by_step.get(step.id, []),
+                                     run.progress.get(step.id))
+        nodes.append(graph_svg.Node(step.id, f"{step.id}: {step.skill}", view.detail,
+                                    view.css))
     links = [graph_svg.Edge(dep, s.id) for s in plan.steps for dep in s.after]
     return graph_svg.graph_svg(nodes, links, f"steps of {run.id}")
 

@@ -44,7 +44,8 @@ def skills_page(request: Request, extra: Mapping[str, Any] | None = None,
         view = LibraryView(repo.states(session, dash.vault_key))
         names = view.pinned_first(sorted(vault.skills))
         shown = names[(page - 1) * size: page * size]
-        totals = queries.skill_totals(session, shown)
+        totals = queries.skill_totals(session, shown, {
+            n for n in shown if vault.skills[n].manifest.is_orchestrator})
         notes = open_counts(session, shown)
         deleted = queries.deleted_skills(session, dash.vault_key,
                                          request.query_params.get("deleted_after"), size)
@@ -91,7 +92,8 @@ def skill_context(dash: Dashboard, request: Request, name: str) -> dict[str, Any
                     for v in reversed(list_versions(session, name))]
         results = last_results(session, name)
         notes = queries.notes_page(session, status="open", skill=name, after=None, limit=size)
-        totals = queries.skill_totals(session, [name]).get(name, queries.SkillTotals())
+        totals = queries.skill_totals(session, [name], {name} if m.is_orchestrator
+                                      else set()).get(name, queries.SkillTotals())
     tests = skill.benchmarks.tests if skill.benchmarks is not None else ()
     return {
         "skill": skill, "m": m, "state": state,

@@ -9,12 +9,12 @@ Every list is a keyset page over an index (migration 0007).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select, true, tuple_
+from sqlalchemy import ColumnElement, and_, func, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 
 from orchestrator.dashboard.paging import Page, page_of, parse_time_cursor, time_cursor
@@ -24,7 +24,7 @@ from shared.db.library_models import LibrarySkill
 from shared.db.models import PipelineRun, SkillStats, StepRun
 from shared.db.notes_models import ImprovementNote
 from shared.db.schedule_models import Schedule
-from shared.states import RunState
+from shared.states import RunState, StepState
 
 TREND_POINTS = 200  # the newest finished runs a trend chart plots
 
@@ -94,21 +94,35 @@ def trend_points(session: Session, where: ColumnElement[bool], limit: int = TREN
 
 
 def failed_attempts(steps: Sequence[StepRun]) -> list[StepRun]:
-    return [s for s in steps if s.state == "failed"]
+    """Attempts that failed for good: failed ones, and a lost one given up with a note."""
+    return [s for s in steps if s.state == StepState.FAILED
+            or (s.state == StepState.LOST and s.note_id is not None)]
 
 
 def notes_for_attempts(session: Session, attempts: Sequence[StepRun]
                        ) -> dict[str, list[ImprovementNote]]:
-    """Step-run id -> the notes of its (skill, version, step): the note a failure left,
-    or the one it was counted on (index ix_improvement_notes_skill_status)."""
+    """Step-run id -> the note its failure was counted on (step_runs.note_id).
+
+    A note aggregates every repeat of one failure of a step and keeps only the latest
+    run's id, so matching by (skill, version, step) would show this run another run's
+    note. An attempt recorded before the link existed (migration 0008) shows a note
+    only when the note's own run is this attempt's run.
+    """
     if not attempts:
         return {}
-    keys = {(a.skill, a.version, a.step_id) for a in attempts}
-    notes = session.scalars(select(ImprovementNote).where(
-        ImprovementNote.skill.in_({k[0] for k in keys}))
-        .order_by(ImprovementNote.last_seen.desc())).all()
-    return {a.id: [n for n in notes if (n.skill, n.version, n.step_id) == (a.skill, a.version,
-                                                                          a.step_id)]
+    linked = {a.note_id for a in attempts if a.note_id is not None}
+    legacy = [a for a in attempts if a.note_id is None]
+    found: list[ColumnElement[bool]] = [ImprovementNote.id.in_(linked)] if linked else []
+    if legacy:  # narrowed by ix_improvement_notes_skill_status, then by run
+        found.append(and_(ImprovementNote.skill.in_({a.skill for a in legacy}),
+                          ImprovementNote.run_id.in_({a.run_id for a in legacy})))
+    if not found:
+        return {a.id: [] for a in attempts}
+    notes = session.scalars(select(ImprovementNote).where(or_(*found))
+                            .order_by(ImprovementNote.last_seen.desc())).all()
+    return {a.id: [n for n in notes if n.id == a.note_id] if a.note_id is not None else
+            [n for n in notes if (n.run_id, n.skill, n.version, n.step_id)
+             == (a.run_id, a.skill, a.version, a.step_id)]
             for a in attempts}
 
 
@@ -123,9 +137,18 @@ class SkillTotals:
     last_run: datetime | None = None
 
 
-def skill_totals(session: Session, names: Sequence[str]) -> dict[str, SkillTotals]:
+def skill_totals(session: Session, names: Sequence[str], orchestrators: Set[str]
+                 ) -> dict[str, SkillTotals]:
     """Runs, success rate, average duration and cost, last run, from the running totals
-    (shared/db/skill_stats.py): pipeline runs of the skill, and the cost of its steps."""
+    (shared/db/skill_stats.py); the success rate over production runs only.
+
+    Counted once each: an orchestrator's runs are its pipeline runs (its own and those
+    nested under another's step). A leaf's are its settled step attempts, as a step of
+    any pipeline or run directly: a leaf run directly is a pipeline_runs row plus one
+    step_runs row of the same skill, so adding its pipeline runs would count it twice.
+    (A direct run refused before its step started ran nothing of the leaf and is not
+    among them.)
+    """
     rows = session.scalars(select(SkillStats).where(SkillStats.skill.in_(list(names)))).all()
     by: dict[str, dict[str, SkillStats]] = {}
     for row in rows:
@@ -134,13 +157,17 @@ def skill_totals(session: Session, names: Sequence[str]) -> dict[str, SkillTotal
     for name, kinds in by.items():
         pipe, step = kinds.get("pipeline"), kinds.get("step")
         cost = step.cost_usd_sum / step.runs if step and step.runs else None
-        if pipe is None or not pipe.runs:
+        counted = pipe if name in orchestrators else step
+        if counted is None or not counted.runs:
             found[name] = SkillTotals(avg_cost_usd=cost)
             continue
         found[name] = SkillTotals(
-            runs=int(pipe.runs), success_rate=pipe.successes / pipe.runs,
-            avg_duration_ms=pipe.duration_ms_sum / pipe.duration_n if pipe.duration_n else None,
-            avg_cost_usd=cost, last_run=pipe.last_run)
+            runs=int(counted.runs),
+            success_rate=counted.prod_successes / counted.prod_runs
+            if counted.prod_runs else None,
+            avg_duration_ms=counted.duration_ms_sum / counted.duration_n
+            if counted.duration_n else None,
+            avg_cost_usd=cost, last_run=counted.last_run)
     return found
 
 

@@ -108,6 +108,9 @@ class StepRun(Base):
     lock_wait_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     locked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     unlocked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The improvement note this final failure was counted on (shared/notes.py): a note
+    # keeps only its latest run, so a run's page finds its own notes through this.
+    note_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Artifact(Base):
@@ -150,3 +153,7 @@ class SkillStats(Base):
     duration_n: Mapped[int] = mapped_column(BigInteger, default=0)  # runs with a duration
     cost_usd_sum: Mapped[float] = mapped_column(Float, default=0.0)
     last_run: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Success rates are production figures: test runs (some meant to fail) are judged by
+    # their expectation in test_results instead (migration 0008).
+    prod_runs: Mapped[int] = mapped_column(BigInteger, default=0)
+    prod_successes: Mapped[int] = mapped_column(BigInteger, default=0)

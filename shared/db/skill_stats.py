@@ -1,5 +1,10 @@
 """Running totals per skill (the ``skill_stats`` table): added to as attempts and runs
-end, read by benchmarks.json, rebuilt from the records after an import."""
+end, read by benchmarks.json, rebuilt from the records after an import.
+
+``runs`` counts every settled run whatever its source; the success rate is over
+production runs only (``prod_runs``, ``prod_successes``): a test case meant to fail is
+a passed test, not a failed run, and its verdict lives in test_results.
+"""
 
 from __future__ import annotations
 
@@ -23,11 +28,16 @@ class Totals:
     duration_n: int = 0
     cost_usd_sum: float = 0.0
     last_run: datetime | None = None
+    prod_runs: int = 0
+    prod_successes: int = 0
 
     def add(self, *, success: bool, duration_ms: float | None, cost_usd: float,
-            at: datetime) -> None:
+            at: datetime, production: bool) -> None:
         self.runs += 1
         self.successes += int(success)
+        if production:
+            self.prod_runs += 1
+            self.prod_successes += int(success)
         if duration_ms is not None:
             self.duration_ms_sum += duration_ms
             self.duration_n += 1
@@ -36,14 +46,18 @@ class Totals:
 
 
 _ADD = text(
-    "INSERT INTO skill_stats AS s VALUES (:skill, :kind, :runs, :successes, "
-    ":duration_ms_sum, :duration_n, :cost_usd_sum, :last_run) "
+    "INSERT INTO skill_stats AS s (skill, kind, runs, successes, duration_ms_sum, "
+    "duration_n, cost_usd_sum, last_run, prod_runs, prod_successes) "
+    "VALUES (:skill, :kind, :runs, :successes, "
+    ":duration_ms_sum, :duration_n, :cost_usd_sum, :last_run, :prod_runs, :prod_successes) "
     "ON CONFLICT (skill, kind) DO UPDATE SET runs = s.runs + excluded.runs, "
     "successes = s.successes + excluded.successes, "
     "duration_ms_sum = s.duration_ms_sum + excluded.duration_ms_sum, "
     "duration_n = s.duration_n + excluded.duration_n, "
     "cost_usd_sum = s.cost_usd_sum + excluded.cost_usd_sum, "
-    "last_run = greatest(s.last_run, excluded.last_run)")
+    "last_run = greatest(s.last_run, excluded.last_run), "
+    "prod_runs = s.prod_runs + excluded.prod_runs, "
+    "prod_successes = s.prod_successes + excluded.prod_successes")
 
 
 def add(session: Session, skill: str, kind: str, totals: Totals) -> None:
@@ -59,7 +73,8 @@ def read(session: Session, skill: str, kind: str) -> dict[str, Any]:
         return {"total_runs": 0, "success_rate": None, "avg_duration_ms": None,
                 "avg_cost_usd": None, "last_run": None}
     return {"total_runs": int(row.runs),
-            "success_rate": round(row.successes / row.runs, 4),
+            "success_rate": round(row.prod_successes / row.prod_runs, 4)
+            if row.prod_runs else None,
             "avg_duration_ms": round(row.duration_ms_sum / row.duration_n, 1)
             if row.duration_n else None,
             "avg_cost_usd": round(row.cost_usd_sum / row.runs, 6),
@@ -74,15 +89,22 @@ def rebuild(session: Session, skills: Iterable[str]) -> None:
     session.execute(text("DELETE FROM skill_stats WHERE skill = ANY(:names)"),
                     {"names": names})
     session.execute(text(
-        "INSERT INTO skill_stats SELECT skill, 'step', count(*), "
+        "INSERT INTO skill_stats (skill, kind, runs, successes, duration_ms_sum, duration_n, "
+        "cost_usd_sum, last_run, prod_runs, prod_successes) SELECT skill, 'step', count(*), "
         "count(*) FILTER (WHERE state = 'succeeded'), coalesce(sum(duration_ms), 0), "
-        "count(duration_ms), coalesce(sum(cost_usd), 0), max(finished_at) FROM step_runs "
+        "count(duration_ms), coalesce(sum(cost_usd), 0), max(finished_at), "
+        "count(*) FILTER (WHERE source = 'production'), "
+        "count(*) FILTER (WHERE source = 'production' AND state = 'succeeded') FROM step_runs "
         "WHERE skill = ANY(:names) AND state IN ('succeeded', 'failed', 'skipped') "
         "GROUP BY skill"), {"names": names})
     session.execute(text(
-        "INSERT INTO skill_stats SELECT skill, 'pipeline', count(*), "
+        "INSERT INTO skill_stats (skill, kind, runs, successes, duration_ms_sum, duration_n, "
+        "cost_usd_sum, last_run, prod_runs, prod_successes) SELECT skill, 'pipeline', count(*), "
         "count(*) FILTER (WHERE state = 'succeeded'), "
         "coalesce(sum(extract(epoch FROM finished_at - started_at) * 1000), 0), "
-        "count(finished_at - started_at), 0, max(finished_at) FROM pipeline_runs "
+        "count(finished_at - started_at), 0, max(finished_at), "
+        "count(*) FILTER (WHERE source = 'production'), "
+        "count(*) FILTER (WHERE source = 'production' AND state = 'succeeded') "
+        "FROM pipeline_runs "
         "WHERE skill = ANY(:names) AND state IN ('succeeded', 'failed') GROUP BY skill"),
         {"names": names})
