@@ -18,6 +18,7 @@ from sqlalchemy import select, union
 
 from lifecycle import canvas
 from shared.db.models import PipelineRun, StepRun
+from shared.db.outage import first_line, is_outage
 from shared.db.session import transaction
 from shared.settings import Settings
 from shared.states import RunState, StepState
@@ -44,12 +45,20 @@ def start(app: Celery, settings: Settings) -> threading.Event:
     assert database_url is not None
 
     def loop() -> None:
+        down = False
         while not stop.wait(settings.dead_after_s / 2):
             try:
                 for run_id in stalled_runs(database_url, settings.dead_after_s):
                     canvas.request_advance(app, run_id)
-            except Exception:  # a database hiccup: the next sweep tries again
-                log.exception("sweep for stalled runs failed")
+            except Exception as exc:  # the next sweep tries again
+                if not is_outage(exc):
+                    log.exception("sweep for stalled runs failed")
+                elif not down:  # once per outage, not once per sweep
+                    log.warning("sweep for stalled runs: database unreachable (%s)",
+                                first_line(exc))
+                down = is_outage(exc)
+            else:
+                down = False
 
     threading.Thread(target=loop, name="skillq-sweeper", daemon=True).start()
     return stop
