@@ -53,3 +53,14 @@ def main() -> None:
     except SkillqError as exc:
         err.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        from shared.db.outage import first_line, is_outage
+        from shared.errors import DatabaseUnreachable
+
+        if not is_outage(exc):
+            raise
+        # Before anything was recorded (a run that waits through an outage says so
+        # itself): where the database is, and what to look at.
+        err.print(f"error: the database is unreachable ({first_line(exc)}); check that "
+                  "PostgreSQL runs (`skillq status`, or SKILLQ_DATABASE_URL)", markup=False)
+        sys.exit(DatabaseUnreachable.exit_code)

@@ -315,3 +315,17 @@ def test_a_worker_keeps_results_and_taken_messages_through_a_database_outage(
         if late is not None:
             late.stop()
             stack.workers.pop(LATE.name, None)
+
+
+def test_a_command_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: Path) -> None:
+    """Nothing recorded yet: a clear error and exit 3, not a traceback."""
+    env = {**clean_env(tmp_path / "home"),
+           "SKILLQ_DATABASE_URL": "postgresql+psycopg://skillq@127.0.0.1:1/skillq",
+           "SKILLQ_BROKER_URL": "redis://127.0.0.1:1/0"}
+    for args in (["runs"], ["run", "echo", "--vault", str(VAULTS / "pipes"), "--input",
+                            "text=x"]):
+        result = run_cli(args, env, tmp_path, timeout_s=60)
+        assert result.returncode == DatabaseUnreachable.exit_code, result
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith("error: the database is unreachable"), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
