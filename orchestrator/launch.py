@@ -8,15 +8,16 @@ needs), then records the run and sets it moving. ``wait_run`` follows it to the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
+import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+import tenacity
 from sqlalchemy.engine import make_url
 
 from lifecycle.context import WorkerContext
@@ -34,9 +35,11 @@ from orchestrator.history import descendant_run_ids, latest_states
 from orchestrator.library.guard import refuse_disabled_run
 from orchestrator.submit import checked
 from shared.db.models import PipelineRun
+from shared.db.outage import Outage, first_line
 from shared.db.session import transaction
-from shared.errors import FolderChanged, NoWorker, SkillqError
+from shared.errors import DatabaseUnreachable, FolderChanged, NoWorker, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
+from shared.published import published_files, verify
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
@@ -114,9 +117,7 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
 def refuse_draft(conn: Connection, skill: Skill) -> None:
     """A published orchestrator edited by hand is a draft: not for production runs
     (workers check every leaf's folder; an orchestrator is planned here)."""
-    from workers.published import published_files, verify
-
-    files = published_files(client_context(conn), skill.name, skill.manifest.version)
+    files = published_files(conn.endpoints.database_url, skill.name, skill.manifest.version)
     if files is None:
         return
     found = verify(skill.folder, files)
@@ -179,15 +180,32 @@ def run_progress(conn: Connection, run_id: str, *, counts: bool = True
 
 def wait_run(conn: Connection, run_id: str, *,
              on_progress: Callable[[Progress], None] | None = None,
-             timeout_s: float | None = None) -> PipelineRun:
+             timeout_s: float | None = None,
+             on_outage: Callable[[str], None] | None = None) -> PipelineRun:
     """Follow a run until it is terminal; the final record (detached from its session).
 
     The planner NOTIFYs when a run ends, so the end is seen at once; progress is read
-    every POLL_S meanwhile.
+    every POLL_S meanwhile. The run does not need this client, so a database outage is
+    waited out: reconnecting with backoff (up to OUTAGE_RETRY_MAX_S apart), telling
+    ``on_outage`` (default: stderr) once when it starts and once when it ends, and
+    raising DatabaseUnreachable after SKILLQ_DATABASE_OUTAGE_S.
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    with _listening(conn.endpoints.database_url) as pg:
-        while True:
+    bound_s = conn.settings.database_outage_s
+    say = on_outage or _to_stderr
+    outage = Outage(
+        on_down=lambda exc: say(f"database unreachable ({first_line(exc)}); retrying for up "
+                                f"to {bound_s:g} s (SKILLQ_DATABASE_OUTAGE_S); run {run_id} "
+                                "goes on meanwhile"),
+        on_up=lambda took_s: say(f"database back after {took_s:.0f} s; following run "
+                                 f"{run_id} again"),
+        max_wait_s=OUTAGE_RETRY_MAX_S, give_up_s=bound_s)
+    listener = _Listener(conn.endpoints.database_url)
+
+    def look() -> PipelineRun | None:
+        """The run once it has ended; else None, after waiting up to POLL_S for it to."""
+        try:
+            listener.open()
             run, progress = run_progress(conn, run_id, counts=on_progress is not None)
             if RunState(run.state).terminal:
                 return run
@@ -195,14 +213,57 @@ def wait_run(conn: Connection, run_id: str, *,
                 on_progress(progress)
             if deadline is not None and time.monotonic() > deadline:
                 raise SkillqError(f"run {run_id} still {run.state} after {timeout_s:g} s")
-            for note in pg.notifies(timeout=POLL_S):
-                if note.payload == run_id:
-                    break
+            listener.wait(run_id, POLL_S)
+            return None
+        except Exception:
+            listener.close()  # maybe broken: the next look opens a fresh one
+            raise
+
+    try:
+        while True:
+            try:
+                run = outage.call(look)
+            except tenacity.RetryError:
+                raise DatabaseUnreachable(
+                    f"the database has been unreachable for {bound_s:g} s "
+                    f"(SKILLQ_DATABASE_OUTAGE_S): stopped waiting for run {run_id}, which "
+                    f"may still finish; `skillq run-show {run_id}` once it is back") from None
+            if run is not None:
+                return run
+    finally:
+        listener.close()
 
 
-@contextlib.contextmanager
-def _listening(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    dsn = make_url(database_url).set(drivername="postgresql")
-    with psycopg.connect(dsn.render_as_string(hide_password=False), autocommit=True) as pg:
-        pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
-        yield pg
+OUTAGE_RETRY_MAX_S = 2.0  # a waiting client sees the run's end this soon after an outage
+
+
+def _to_stderr(message: str) -> None:
+    # sys.stderr as it is now: under a live progress display, that prints above the bar
+    print(message, file=sys.stderr, flush=True)
+
+
+class _Listener:
+    """The LISTEN connection for run ends, opened again after an outage broke it."""
+
+    def __init__(self, database_url: str) -> None:
+        dsn = make_url(database_url).set(drivername="postgresql")
+        self._dsn = dsn.render_as_string(hide_password=False)
+        self._pg: psycopg.Connection[Any] | None = None
+
+    def open(self) -> None:
+        if self._pg is None:
+            self._pg = psycopg.connect(self._dsn, autocommit=True)
+            self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
+
+    def wait(self, run_id: str, timeout_s: float) -> None:
+        assert self._pg is not None
+        for note in self._pg.notifies(timeout=timeout_s):
+            if note.payload == run_id:
+                break
+
+    def close(self) -> None:
+        # close(), not the context manager: leaving that after an error tries a rollback
+        # on the dead connection and logs a warning about it
+        pg, self._pg = self._pg, None
+        if pg is not None:
+            pg.close()

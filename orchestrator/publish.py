@@ -40,6 +40,7 @@ from shared.folderhash import changes
 from shared.published import (
     Snapshot,
     file_records,
+    files_of,
     get_version,
     latest_version,
     snapshot,
@@ -171,7 +172,8 @@ def publish(conn: Connection, vault: Vault, name: str, *,
         check_pins(session, skill)
         latest = latest_version(session, name)
         current = get_version(session, name, skill.manifest.version)
-        same = current is not None and current.folder_hash == snap.folder_hash
+        same = current is not None and not changes(files_of(current).fingerprints,
+                                                   snap.fingerprints)
     if same:
         make_read_only(skill.folder, keep_root_writable=True)
         return Published(name, skill.manifest.version, snap.folder_hash, len(snap.files),
@@ -196,7 +198,7 @@ def publish(conn: Connection, vault: Vault, name: str, *,
         tests_passed, tests = _tests(conn, fresh, fresh.get(name), status)
         status(f"publishing {name} v{version}")
         after = snapshot(skill.folder)
-        moved = changes(before.hashes, after.hashes)
+        moved = changes(before.fingerprints, after.fingerprints)
         if moved:
             raise PublishError(f"{skill.folder} changed while its tests ran ("
                                + "; ".join(str(c) for c in moved) + "); publish again")

@@ -8,18 +8,22 @@ vN except the manifest's version line.
 
 The folder is rebuilt from the shared store beside the vault's skill folder (a hidden
 ``.NAME.rollback-*`` folder, which vault discovery skips), then swapped in by two
-renames; the skill's benchmarks.json (its run history) is carried over. A folder with
-unpublished edits is refused unless ``force`` says to discard them.
+renames. benchmarks.json gets N's test cases (they are part of N: its code comes back
+with the tests it passed) and keeps the folder's run history (``runs``, ``aggregates``).
+A folder with unpublished edits is refused unless ``force`` says to discard them.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from orchestrator.connect import Connection
 from orchestrator.publish import ManifestWrite, Published, StatusFn, record, reload
+from shared.atomic import write_json
 from shared.db.session import transaction
 from shared.errors import PublishError
 from shared.folderhash import BENCHMARKS, changes
@@ -45,8 +49,31 @@ def _unpublished_edits(vault: Vault, name: str, url: str) -> str | None:
         row = get_version(session, name, skill.manifest.version)
         if row is None:
             return f"its v{skill.manifest.version} was never published"
-        found = changes(files_of(row).hashes, snap.hashes)
+        found = changes(files_of(row).fingerprints, snap.fingerprints)
     return "; ".join(str(c) for c in found) if found else None
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _carry_run_history(current: Path, restored: Path, name: str, *, keep_tests: bool
+                       ) -> None:
+    """``restored`` (N's benchmarks.json from the store: its test cases, or absent when N
+    had none) with the run window of the folder's ``current`` one around them;
+    ``keep_tests``: the current test cases stay (N holds none to restore)."""
+    history = _json_object(current)
+    if history is None:  # no file, or one a forced rollback discards: N's alone
+        return
+    if not keep_tests:
+        version = _json_object(restored) or {}
+        history["tests"] = version.get("tests", [])
+        history["skill"] = version.get("skill", history.get("skill", name))
+    write_json(restored, history)
 
 
 def rollback(conn: Connection, vault: Vault, name: str, to: int, *, force: bool = False,
@@ -61,6 +88,9 @@ def rollback(conn: Connection, vault: Vault, name: str, to: int, *, force: bool 
         target = files_of(row)
         tests_passed = row.tests_passed
         version = latest_version(session, name) + 1
+    # Tested, yet no test cases stored: N was published before a version held them, so
+    # the folder's own test cases are the only ones there are, and they stay.
+    legacy = bool(tests_passed) and BENCHMARKS not in target.hashes
     edits = _unpublished_edits(vault, name, url)
     if edits and not force:
         raise PublishError(f"{skill.folder} has unpublished changes ({edits}); publish them "
@@ -74,8 +104,8 @@ def rollback(conn: Connection, vault: Vault, name: str, to: int, *, force: bool 
         staged.mkdir()
         with transaction(url) as session:
             write_published(session, target, staged)
-        if (skill.folder / BENCHMARKS).is_file():  # the run history goes on
-            shutil.copy2(skill.folder / BENCHMARKS, staged / BENCHMARKS)
+        _carry_run_history(skill.folder / BENCHMARKS, staged / BENCHMARKS, name,
+                           keep_tests=legacy)
         loaded, _ = load_skill(staged)
         if loaded is None:
             raise PublishError(f"{name} v{to} from the store does not load")
@@ -101,6 +131,10 @@ def rollback(conn: Connection, vault: Vault, name: str, to: int, *, force: bool 
         _remove(stage_root)
         forget_vaults()
     make_read_only(skill.folder, keep_root_writable=True)
-    return Published(name, version, snap.folder_hash, len(snap.files),
-                     f"as tested for v{to}" if tests_passed else "not run (a rollback)",
+    tests = "not run (a rollback)"
+    if legacy:
+        tests += f"; v{to} holds no test cases, so the folder's were kept"
+    elif tests_passed:
+        tests = f"as tested for v{to}"
+    return Published(name, version, snap.folder_hash, len(snap.files), tests,
                      rolled_back_from=to)

@@ -1,16 +1,36 @@
-"""Published versions in PostgreSQL and their files in the shared store (repository
-functions: each takes the session; the caller owns the transaction).
+"""Published versions in PostgreSQL, their files in the shared store, and the check
+that a folder is one of them.
 
 A published version is a row of ``published_versions`` (shared/db/publish_models.py)
 plus one artifact per file, addressed by the file's SHA-256, so any daemon can rebuild
-the folder without sharing a filesystem with the machine that published it.
+the folder without sharing a filesystem with the machine that published it. The
+repository functions take the session; the caller owns the transaction.
+
+``verify`` is what a worker runs before every step of a published skill (and `skillq
+run` before planning a published orchestrator). Hashing every file each time would cost
+a read of the whole folder per step, so a verified folder is remembered with its stat
+signature (shared/folderhash.py Signature): any write, replacement, chmod, addition or
+removal of a file changes it (ctime cannot be set back by a user, unlike mtime), so an
+unchanged signature means unchanged content and the per-step cost is one directory walk
+with stat calls plus one read of benchmarks.json. One gap: file times come from a
+coarse clock (a few ms), so a file written twice within one tick keeps its times. As git
+does for its index ("racy clean"), a signature holding a time less than RACY_S old is
+not trusted: that folder is hashed again until its files are older.
+
+Published rows never change once written, so ``published_files`` caches them for the
+life of the process. "V is not published" is remembered with the folder's signature and
+for ``ttl_s`` at most: publishing makes every file read-only after its row is committed,
+which changes each file's ctime, so on the machine that published, the next step looks
+again at once (the caller takes the signature before the lookup); elsewhere within the
+TTL.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +40,25 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from shared.db.publish_models import PublishedVersion
-from shared.folderhash import FileEntry, content_paths, folder_hash, hash_bytes
+from shared.db.session import transaction
+from shared.folderhash import (
+    Change,
+    FileEntry,
+    Signature,
+    changes,
+    content_paths,
+    file_entry,
+    fingerprint,
+    fingerprints,
+    folder_files,
+    folder_hash,
+    stat_signature,
+)
 from shared.readonly import make_read_only, make_writable
 from shared.store import get_bytes, put_bytes
 
 FILE_MEDIA = "application/octet-stream"
+RACY_S = 1.0  # far above the file-time clock's tick
 
 
 @dataclass(frozen=True)
@@ -39,8 +73,12 @@ class Snapshot:
         return {path: f.sha256 for path, f in self.files.items()}
 
     @property
+    def fingerprints(self) -> dict[str, str]:
+        return fingerprints(self.files)
+
+    @property
     def folder_hash(self) -> str:
-        return folder_hash(self.hashes)
+        return folder_hash(self.fingerprints)
 
     @property
     def symlinks(self) -> list[str]:
@@ -51,14 +89,9 @@ def snapshot(folder: Path) -> Snapshot:
     files: dict[str, FileEntry] = {}
     contents: dict[str, bytes] = {}
     for rel, entry in content_paths(folder):
-        st = entry.stat(follow_symlinks=False)
-        if entry.is_symlink():
-            data = b"symlink:" + os.fsencode(Path(entry.path).readlink())
-        else:
-            data = Path(entry.path).read_bytes()
-        files[rel] = FileEntry(rel, hash_bytes(data), len(data),
-                               executable=bool(st.st_mode & 0o100), symlink=entry.is_symlink())
-        contents[rel] = data
+        found = file_entry(rel, entry)
+        if found is not None:
+            files[rel], contents[rel] = found
     return Snapshot(files, contents)
 
 
@@ -69,8 +102,12 @@ class PublishedFiles:
     skill: str
     version: int
     folder_hash: str
-    hashes: Mapping[str, str]  # relative path -> "sha256:<hex>"
+    hashes: Mapping[str, str]  # relative path -> "sha256:<hex>" (the store's key)
     executable: frozenset[str]
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        return {p: fingerprint(h, p in self.executable) for p, h in self.hashes.items()}
 
 
 def files_of(row: PublishedVersion) -> PublishedFiles:
@@ -134,3 +171,60 @@ def materialise(session: Session, files: PublishedFiles, dest: Path) -> Path:
             make_writable(staging)
             shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+# -- is this folder a published version? ------------------------------------------------
+
+_lock = threading.Lock()
+_rows: dict[tuple[str, int], PublishedFiles] = {}
+# (skill, version) -> (the folder's signature, monotonic time) when it was not published
+_unpublished: dict[tuple[str, int], tuple[Signature, float]] = {}
+# folder -> (signature, published folder hash it was checked against, changes)
+_verified: dict[Path, tuple[Signature, str, list[Change]]] = {}
+
+
+def _settled(signature: Signature) -> bool:
+    """No file time in it is recent enough to hide a second write in the same tick."""
+    return signature.newest_ns < time.time_ns() - RACY_S * 1e9
+
+
+def published_files(database_url: str, skill: str, version: int,
+                    signature: Signature | None = None, *, ttl_s: float = 0.0
+                    ) -> PublishedFiles | None:
+    """The published row of ``skill`` v``version``, or None; a None is remembered only
+    with the signature of the folder that declares that version, for ``ttl_s``."""
+    key = (skill, version)
+    with _lock:
+        if key in _rows:
+            return _rows[key]
+        seen = _unpublished.get(key)
+    if seen is not None and signature is not None and seen[0] == signature and \
+            time.monotonic() - seen[1] < ttl_s:
+        return None
+    with transaction(database_url) as session:
+        row = get_version(session, skill, version)
+        found = files_of(row) if row is not None else None
+    with _lock:
+        if found is not None:
+            _rows[key] = found
+            _unpublished.pop(key, None)
+        elif signature is not None and _settled(signature):
+            _unpublished[key] = (signature, time.monotonic())
+    return found
+
+
+def verify(folder: Path, files: PublishedFiles, signature: Signature | None = None
+           ) -> list[Change]:
+    """How ``folder`` differs from the published ``files`` (empty: identical)."""
+    signature = signature if signature is not None else stat_signature(folder)
+    with _lock:
+        hit = _verified.get(folder)
+    if hit is not None and hit[0] == signature and hit[1] == files.folder_hash:
+        return hit[2]
+    # Compared file by file, not by the recorded folder hash: the records say what each
+    # file is (bytes and mode), whichever skillq computed the row's folder hash.
+    found = changes(files.fingerprints, fingerprints(folder_files(folder)))
+    if _settled(signature):
+        with _lock:
+            _verified[folder] = (signature, files.folder_hash, found)
+    return found

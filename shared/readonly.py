@@ -2,7 +2,7 @@
 
 Read-only is a guard against accidental edits, not the security boundary: the owner
 can always chmod a file back. What makes a changed folder refuse to run is the hash
-check (workers/published.py).
+check (shared/published.py verify).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ def make_read_only(folder: Path, *, keep_root_writable: bool) -> None:
     """Clear every write bit under ``folder`` (symbolic links are left alone).
 
     ``keep_root_writable``: the folder itself keeps its owner's write bit, so a worker can
-    still replace benchmarks.json (the run window, outside the hash) by an atomic rename;
-    every file and sub-folder is read-only, and any file added beside them is a change the
-    hash check names.
+    still replace benchmarks.json (its run window; only its test cases are hashed) by an
+    atomic rename; every file and sub-folder is read-only, and any file added beside them
+    is a change the hash check names.
     """
     paths = sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True)
     for path in paths:  # deepest first: a folder loses its write bit after its contents

@@ -31,6 +31,7 @@ POLL_S = 0.05  # how often the pump checks whether the direct child has exited
 EX_TEMPFAIL = 75
 ERROR_LINES = 3  # last non-empty stderr lines quoted in a failure's error
 PROTOCOL_VARS = ("SKILL_INPUTS", "SKILL_OUTPUT", "SKILLQ_WORKDIR")
+_NO_BYTECODE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
 class ScriptStatus(StrEnum):
@@ -82,14 +83,21 @@ def resource_prefix(manifest: Manifest) -> list[str]:
 def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                secrets: Mapping[str, str], timeout_s: float, max_output_bytes: int,
                workdir: Path | None = None,
-               extra_env: Mapping[str, str] | None = None) -> ScriptResult:
+               extra_env: Mapping[str, str] | None = None,
+               scratch: Path | None = None) -> ScriptResult:
     """Run ``manifest.run.command`` in a scratch copy of ``folder``; classify the outcome.
     Only secrets declared in ``auth`` are passed (as NAME upper-cased). ValueError on
-    caller errors (no ``run``, an env name clash, inputs not JSON); the rest is a result."""
+    caller errors (no ``run``, an env name clash, inputs not JSON); the rest is a result.
+    ``scratch``: the folder to work in (created, then removed), named by the caller so
+    that whoever ends the attempt can find it (workers/attempt_end.py); else a new one."""
     if manifest.run is None:
         raise ValueError(f"skill '{manifest.name}' has no run command")
     payload = json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode()
-    scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-"))
+    if scratch is None:
+        scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-"))
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)  # a dead process's leftover
+        scratch.mkdir(mode=0o700, parents=True)
     try:
         cwd, in_path, out_path = scratch / "skill", scratch / "inputs.json", scratch / "out.json"
         protocol = {"SKILL_INPUTS": str(in_path), "SKILL_OUTPUT": str(out_path)}
@@ -97,7 +105,7 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
             protocol["SKILLQ_WORKDIR"] = str(workdir.absolute())
         env = _environment(manifest, secrets, extra_env, scratch) | protocol
         # Symlinks are copied as their targets: nothing in the copy leads back to the vault.
-        shutil.copytree(folder, cwd, ignore_dangling_symlinks=True)
+        shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NO_BYTECODE)
         _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
         in_path.write_bytes(payload)
         return _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
@@ -109,7 +117,13 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
 def _environment(manifest: Manifest, secrets: Mapping[str, str],
                  extra_env: Mapping[str, str] | None, scratch: Path) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH") or os.defpath, "HOME": str(scratch),
-           "LANG": os.environ.get("LANG") or "C.UTF-8", **(extra_env or {})}
+           "LANG": os.environ.get("LANG") or "C.UTF-8", **(extra_env or {}),
+           # Bytecode is never trusted from a skill folder: the scratch copy leaves every
+           # .pyc out (a forged one would run instead of the .py the hash check read) and
+           # none is written, while the interpreter's own caches (stdlib, site-packages)
+           # are still read: a per-scratch PYTHONPYCACHEPREFIX would recompile all of them
+           # on every step (110 ms -> 273 ms for a small script).
+           "PYTHONDONTWRITEBYTECODE": "1"}
     if clash := sorted(set(env) & set(PROTOCOL_VARS)):
         raise ValueError(f"extra_env may not set the protocol variables {', '.join(clash)}")
     for name in manifest.auth:

@@ -29,12 +29,12 @@ from orchestrator.archive import FORMAT, ROOT
 from orchestrator.archive.progress import Reporter, Silent
 from orchestrator.archive.tables import TABLES, TableSpec, decode_row
 from orchestrator.library.delete import DELETED_DIR
-from orchestrator.library.folder_hash import folder_hash
 from orchestrator.library.moves import move_folder
 from orchestrator.library.repo import vault_key
 from shared.db import skill_stats
 from shared.db.session import transaction
 from shared.errors import ArchiveError
+from shared.folderhash import hash_folder
 from shared.problems import display_path
 from shared.vault import forget_vaults
 
@@ -168,7 +168,8 @@ def _plan_folders(vault_dir: Path, root: Path) -> list[FolderPlan]:
         target = root / rel
         if not target.exists():
             action = FolderAction.NEW
-        elif target.is_dir() and folder_hash(target) == folder_hash(source):
+        elif target.is_dir() and hash_folder(target, authored=True) == \
+                hash_folder(source, authored=True):
             action = FolderAction.SAME
         else:
             action = FolderAction.REPLACE

@@ -17,9 +17,9 @@ from orchestrator.archive import FORMAT, ROOT
 from orchestrator.archive.progress import Reporter, Silent
 from orchestrator.archive.tables import TABLES, Scope, TableSpec, artifact_keys, encode_row
 from orchestrator.library.delete import DELETED_DIR
-from orchestrator.library.folder_hash import folder_files
 from orchestrator.library.repo import vault_key
 from shared.errors import ArchiveError
+from shared.folderhash import content_paths
 from shared.problems import display_path
 from shared.vault import skill_folders
 
@@ -65,7 +65,8 @@ def export_archive(session: Session, root: Path, dest: Path,
     # (else its steps could travel without it and break the import's foreign keys).
     session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     folders = archived_folders(root)
-    files = [f for folder in folders for f in folder_files(folder)]
+    files = [Path(entry.path) for folder in folders
+             for _, entry in content_paths(folder, authored=True)]
     with tempfile.TemporaryDirectory(prefix=".skillq-export-", dir=dest.parent) as tmp:
         records = Path(tmp)
         scope = Scope(vault_key(root))

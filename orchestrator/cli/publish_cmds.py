@@ -99,7 +99,7 @@ def _folder_state(skill: Skill, published: dict[int, dict[str, str]]) -> str:
     version = skill.manifest.version
     if version not in published:
         return f"{skill.folder}: v{version}, not published"
-    found = changes(published[version], snapshot(skill.folder).hashes)
+    found = changes(published[version], snapshot(skill.folder).fingerprints)
     if not found:
         return f"{skill.folder}: v{version}, the published files"
     return (f"{skill.folder}: a draft of v{version} (" + "; ".join(str(c) for c in found)
@@ -114,7 +114,7 @@ def versions_cmd(name: str, vault_opt: VaultOption = None) -> None:
     with transaction(conn.endpoints.database_url) as session:
         rows = list(list_versions(session, name))
         stats = version_stats(session, name, orchestrator=skill.manifest.is_orchestrator)
-        published = {r.version: dict(files_of(r).hashes) for r in rows}
+        published = {r.version: files_of(r).fingerprints for r in rows}
         session.expunge_all()
     table = Table(title=f"{name}: versions", title_justify="left")
     for column in ("version", "published at", "by", "folder hash", "runs", "success rate",

@@ -7,7 +7,11 @@ For each default skill (orchestrator/defaults/):
   - edited since it was installed, or a skill of the user's own with that name, or
     installed by a newer skillq (a higher DEFAULTS_VERSION): left alone.
 The row keeps the hash that was written (default_hash): a folder whose hash differs
-from it was edited by the user, and skillq never overwrites a user's edit.
+from it was edited by the user, and skillq never overwrites a user's edit. The hash is
+shared/folderhash.py's over what a person wrote (``authored``: caches left out, test
+cases in). A row written by a skillq that hashed differently holds another hash of the
+same content, so a folder is also untouched when it hashes to what its installed
+DEFAULTS_VERSION shipped (orchestrator/defaults/hashes.json, kept in this skillq's hash).
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from orchestrator.defaults import DEFAULTS_VERSION, shipped_folders
+from orchestrator.defaults import DEFAULTS_VERSION, recorded_hashes, shipped_folders
 from orchestrator.library import repo
-from orchestrator.library.folder_hash import folder_hash
 from orchestrator.library.history import tombstones
 from orchestrator.library.moves import move_folder
 from shared.db.library_models import LibrarySkill
 from shared.errors import LibraryError
+from shared.folderhash import hash_folder
 from shared.problems import display_path
 from shared.vault import forget_vaults
 
@@ -45,6 +49,7 @@ class Installed:
 
     default_hash: str | None
     default_version: int | None
+    shipped_hash: str | None = None  # what default_version shipped, in this skillq's hash
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ def decide(name: str, shipped_hash: str, found_hash: str | None, row: Installed 
     if (row.default_version or 0) > version:
         return Decision(name, Outcome.LEFT_ALONE, f"installed by a newer skillq (defaults "
                         f"v{row.default_version}); this one ships v{version}")
-    if row.default_hash == found_hash:
+    if found_hash in (row.default_hash, row.shipped_hash):
         return Decision(name, Outcome.UPDATED,
                         f"v{row.default_version or '?'} -> v{version}")
     return Decision(name, Outcome.LEFT_ALONE, "edited since it was installed")
@@ -90,14 +95,17 @@ def reconcile(session: Session, root: Path, *, dry_run: bool = False) -> list[De
     key = repo.vault_key(root)
     repo.lock_vault(session, key)
     decisions, stale = [], []
+    ledger = recorded_hashes()
     for name, source in shipped_folders().items():
         target = root / name
-        shipped = folder_hash(source)
+        shipped = hash_folder(source, authored=True)
         live = repo.live_row(session, key, name)
         deleted = any(t.default_hash for t in tombstones(session, key, name))
-        decision = decide(name, shipped, folder_hash(target) if target.is_dir() else None,
-                          Installed(live.default_hash, live.default_version) if live else None,
-                          deleted)
+        installed = Installed(live.default_hash, live.default_version,
+                              ledger.get(live.default_version or 0, {}).get(name)) \
+            if live else None
+        found = hash_folder(target, authored=True) if target.is_dir() else None
+        decision = decide(name, shipped, found, installed, deleted)
         decisions.append(decision)
         if dry_run or decision.outcome is Outcome.LEFT_ALONE:
             continue
@@ -120,10 +128,18 @@ def _remember(row: LibrarySkill, shipped: str, session: Session) -> None:
 def _staged(source: Path, root: Path) -> Path:
     """A full copy beside the target (a dot-folder: vault discovery skips it)."""
     staging = root / f".installing-{source.name}-{uuid.uuid4().hex[:8]}"
-    # copyfile, not copy2: the package may be installed read-only; the user's copy is theirs.
     shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-                    copy_function=shutil.copyfile)
+                    copy_function=_copy_file)
     return staging
+
+
+def _copy_file(src: str, dst: str) -> str:
+    # Not copy2: the package may be installed read-only, and the user's copy is theirs to
+    # edit. The executable bit is content (it is hashed), so it comes along.
+    shutil.copyfile(src, dst)
+    if executable := Path(src).stat().st_mode & 0o111:
+        Path(dst).chmod(Path(dst).stat().st_mode | executable)
+    return dst
 
 
 def _copy_in(source: Path, target: Path) -> None:

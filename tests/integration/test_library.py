@@ -25,15 +25,19 @@ from orchestrator.archive.tables import TABLES, artifact_keys, encode_row
 from orchestrator.defaults import DEFAULTS_VERSION, shipped_folders
 from orchestrator.library import repo
 from orchestrator.library.dependents import find_dependents
-from orchestrator.library.folder_hash import folder_hash
 from orchestrator.library.history import runs_of
 from shared.db.library_models import LibrarySkill
 from shared.db.models import Artifact, PipelineRun
+from shared.folderhash import hash_folder
 from shared.vault import load_vault
 
 pytestmark = pytest.mark.integration
 
 RunSkill = Callable[..., RunResult]
+
+
+def authored_hash(folder: Path) -> str:
+    return hash_folder(folder, authored=True)  # what the defaults and archives compare
 
 
 def library_rows(stack: Stack, vault: Path, slug: str) -> list[LibrarySkill]:
@@ -148,7 +152,7 @@ def test_defaults_install_leave_edits_alone_and_update_untouched_ones(
     with healthy.db() as session:
         session.execute(update(LibrarySkill).where(
             LibrarySkill.vault == str(vault.resolve()), LibrarySkill.name == "csv-to-json")
-            .values(default_hash=folder_hash(vault / "csv-to-json"),
+            .values(default_hash=authored_hash(vault / "csv-to-json"),
                     default_version=DEFAULTS_VERSION - 1))
     assert healthy.cli("delete", "http-fetch", "--vault", str(vault),
                        cwd=tmp_path).returncode == 0
@@ -160,7 +164,7 @@ def test_defaults_install_leave_edits_alone_and_update_untouched_ones(
     assert lines["csv-to-json"].startswith("updated")
     assert lines["http-fetch"].startswith("left alone (you deleted it")
     assert "My own note." in (vault / "text-stats" / "SKILL.md").read_text()
-    assert folder_hash(vault / "csv-to-json") == folder_hash(shipped["csv-to-json"])
+    assert authored_hash(vault / "csv-to-json") == authored_hash(shipped["csv-to-json"])
     assert not (vault / "http-fetch").exists()
     assert not [p for p in vault.iterdir() if p.name.startswith((".installing", ".replaced"))]
     # The updated default is a working skill, through the real queues.
@@ -248,8 +252,8 @@ def test_export_and_import_carry_folders_and_history_into_a_fresh_database(
         assert first.returncode == 0, first.stderr
         after = snapshot(url, target, run_ids)
         assert after == before
-        assert {p.name: folder_hash(p) for p in load_vault(target).folders} == \
-            {p.name: folder_hash(p) for p in load_vault(vault).folders}
+        assert {p.name: authored_hash(p) for p in load_vault(target).folders} == \
+            {p.name: authored_hash(p) for p in load_vault(vault).folders}
         assert (target / "big" / "big.py").read_bytes() == (vault / "big" / "big.py").read_bytes()
         with Session(create_engine(url, poolclass=NullPool)) as session:
             assert session.scalar(select(PipelineRun.vault).where(

@@ -3,16 +3,19 @@ embedded PostgreSQL and Redis and real Celery workers (tests/integration/conftes
 checked on the CLI's output AND on the records and files.
 
 The skills are tests/integration/vaults/publish: ``greet`` (its output shows which
-version's greeting.txt ran) and ``greet-both`` (one step pinned to ``greet@1``, one on the
-latest). Published versions are kept per skill name in the shared database, so each
-test renames the skills with a fresh suffix.
+version's greeting.txt ran), ``greet-both`` (one step pinned to ``greet@1``, one on the
+latest) and ``greet-lib`` (its output shows whether its imported wording.py ran, or a
+.pyc beside it). Published versions are kept per skill name in the shared database, so
+each test renames the skills with a fresh suffix.
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import os
 import re
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +26,7 @@ from sqlalchemy import select
 
 from shared.db.models import Artifact, StepRun
 from shared.db.publish_models import PublishedVersion
-from shared.folderhash import folder_files, folder_hash
+from shared.folderhash import fingerprints, folder_files, folder_hash
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +37,7 @@ def renamed_vault(dest: Path) -> tuple[Path, str]:
     """A copy of the publish vault with ``greet`` renamed ``greet-<tag>`` everywhere."""
     name = f"greet-{uuid.uuid4().hex[:8]}"
     vault = copy_vault(VAULTS / "publish", dest)
-    for folder in ("greet", "greet-both"):
+    for folder in ("greet", "greet-both", "greet-lib"):
         for path in (vault / folder).iterdir():
             text = path.read_text()
             for old in ("name: greet", "skill: greet", '"skill": "greet', '"skill_id": "greet'):
@@ -75,15 +78,21 @@ def test_publish_then_a_hand_edit_is_refused_naming_the_file(
     v1 = row(healthy, name, 1)
     on_disk = {p: f.sha256 for p, f in folder_files(folder).items()}
     assert {p: f["sha256"] for p, f in v1.files.items()} == on_disk
-    assert sorted(on_disk) == ["SKILL.md", "greet.py", "greeting.txt"]  # no run window
-    assert v1.folder_hash == folder_hash(on_disk)
+    # benchmarks.json by its test cases: the version holds them, not its run window.
+    assert sorted(on_disk) == ["SKILL.md", "benchmarks.json", "greet.py", "greeting.txt"]
+    assert v1.folder_hash == folder_hash(fingerprints(folder_files(folder)))
     assert (v1.published_by, v1.published_host) == (getpass.getuser(), HOST)
     assert v1.tests_passed is True and v1.manifest["version"] == 1
     assert v1.skill_md == (folder / "SKILL.md").read_text()
     with healthy.db() as session:
         stored = {a.key: a.content for a in session.scalars(
             select(Artifact).where(Artifact.key.in_(list(on_disk.values()))))}
-    assert stored == {on_disk[p]: (folder / p).read_bytes() for p in on_disk}
+    bench = json.loads((folder / "benchmarks.json").read_text())
+    assert bench["runs"], "the test run's window is in the file"
+    assert json.loads(stored.pop(on_disk["benchmarks.json"])) == \
+        {"skill": name, "tests": bench["tests"]}
+    assert stored == {on_disk[p]: (folder / p).read_bytes() for p in on_disk
+                      if p != "benchmarks.json"}
     for path in (folder / "greet.py", folder / "greeting.txt", folder / "SKILL.md"):
         assert not path.stat().st_mode & 0o222, f"{path} is still writable"
 
@@ -139,8 +148,7 @@ def test_pinned_step_runs_v1_from_the_store_then_rollback_and_bench(
     copy = healthy.home / "published" / name / "1" / name
     assert (copy / "greeting.txt").read_text() == "hello\n"
     assert not (copy / "greeting.txt").stat().st_mode & 0o222
-    assert folder_hash({p: f.sha256 for p, f in folder_files(copy).items()}) == \
-        row(healthy, name, 1).folder_hash
+    assert folder_hash(fingerprints(folder_files(copy))) == row(healthy, name, 1).folder_hash
 
     bench = healthy.cli("bench", name, "--compare", "1", "2", "--vault", str(vault),
                         cwd=tmp_path)
@@ -189,3 +197,141 @@ def test_a_hand_edited_published_orchestrator_is_refused_before_anything_runs(
     assert refused.code == 1, refused
     assert "SKILL.md" in refused.stderr and "Traceback" not in refused.stderr, refused
     assert len(healthy.runs_of(both)) == before
+
+
+def test_rollback_brings_back_the_versions_test_cases_and_keeps_the_run_history(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault, name = renamed_vault(tmp_path / "vault")
+    folder = vault / name
+    publish(healthy, vault, name, tmp_path)
+    v1_tests = json.loads((folder / "benchmarks.json").read_text())["tests"]
+
+    # v2: new code and test cases that only the new code passes.
+    edit(folder / "greeting.txt", "howdy\n")
+    bench = json.loads((folder / "benchmarks.json").read_text())
+    bench["tests"][0]["expected"]["output_contains"] = ["howdy ada"]
+    (folder / "benchmarks.json").write_text(json.dumps(bench, indent=2))
+    assert f"published {name} v2" in publish(healthy, vault, name, tmp_path)
+    history = json.loads((folder / "benchmarks.json").read_text())["runs"]
+    assert len(history) == 2  # each publish ran its test case
+
+    back = healthy.cli("rollback", name, "--to", "1", "--vault", str(vault), cwd=tmp_path)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert f"published {name} v3 (rollback of v1)" in back.stdout
+    assert "tests: as tested for v1" in back.stdout
+    # v1's code with v1's test cases: they pass, as they did when v1 was published.
+    tested = healthy.cli("test", name, "--vault", str(vault), cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    restored = json.loads((folder / "benchmarks.json").read_text())
+    assert restored["tests"] == v1_tests
+    assert restored["runs"][:2] == history  # the run window is carried over
+    v1, v2, v3 = (row(healthy, name, v).files["benchmarks.json"] for v in (1, 2, 3))
+    assert v1 == v3 != v2
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "v3, the published files" in listing.stdout, listing.stdout
+
+    # A hand edit of a published version's test cases makes it a draft.
+    restored["tests"][0]["expected"]["output_contains"] = ["bo"]
+    (folder / "benchmarks.json").write_text(json.dumps(restored))
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert "a draft of v3 (benchmarks.json changed)" in listing.stdout, listing.stdout
+    refused = run_skill(name, vault, inputs={"who": "ada"})
+    assert refused.code == 1, refused
+    assert "benchmarks.json changed" in refused.stderr, refused
+
+
+def test_rollback_to_a_version_published_before_versions_held_test_cases_keeps_the_cases(
+        healthy: Stack, tmp_path: Path) -> None:
+    vault, name = renamed_vault(tmp_path / "vault")
+    folder = vault / name
+    publish(healthy, vault, name, tmp_path)
+    with healthy.db() as session:  # what an older skillq recorded: no test cases
+        v1 = session.get(PublishedVersion, (name, 1))
+        assert v1 is not None
+        v1.files = {p: f for p, f in v1.files.items() if p != "benchmarks.json"}
+    edit(folder / "greeting.txt", "howdy\n")
+    publish(healthy, vault, name, tmp_path)
+    tests = json.loads((folder / "benchmarks.json").read_text())["tests"]
+    back = healthy.cli("rollback", name, "--to", "1", "--vault", str(vault), cwd=tmp_path)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "v1 holds no test cases, so the folder's were kept" in back.stdout
+    assert json.loads((folder / "benchmarks.json").read_text())["tests"] == tests
+
+
+FORGE = """
+import importlib.util, py_compile, sys
+source, forged = sys.argv[1:]
+# An unchecked-hash .pyc: Python runs it without ever looking at the .py.
+print(py_compile.compile(forged, cfile=importlib.util.cache_from_source(source), dfile=source,
+      doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH))
+"""
+
+
+def forge_pyc(stack: Stack, source: Path, text: str, tmp_path: Path) -> str:
+    """A real .pyc compiled from ``text`` by the skill's own interpreter (``python3`` on
+    the workers' PATH) into ``source``'s __pycache__, newer than ``source``; its path
+    relative to the skill folder."""
+    forged = tmp_path / "forged" / source.name
+    forged.parent.mkdir(exist_ok=True)
+    forged.write_text(text)
+    proc = subprocess.run(["python3", "-I", "-c", FORGE, str(source), str(forged)],
+                          env={"PATH": stack.env["PATH"], "HOME": str(tmp_path)},
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    cache = Path(proc.stdout.strip())
+    later = source.stat().st_mtime + 5
+    os.utime(cache, (later, later))
+    return cache.relative_to(source.parent).as_posix()
+
+
+def test_bytecode_beside_a_skills_sources_never_runs(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault, greet = renamed_vault(tmp_path / "vault")
+    name = f"{greet}-lib"
+    folder = vault / name
+    forged = "WORD = 'forged'\n"
+
+    # Never published: it runs as it is, and what runs is wording.py, not the .pyc.
+    cache = forge_pyc(healthy, folder / "wording.py", forged, tmp_path)
+    assert cache.startswith("__pycache__/wording.")
+    ran = run_skill(name, vault, "--json", inputs={"who": "ada"})
+    assert ran.code == 0, ran
+    assert ran.json() == {"text": "hello ada"}
+    assert [p.name for p in (folder / "__pycache__").iterdir()] == [Path(cache).name]
+
+    # Published, then a .pyc appears: the folder has changed, and says so.
+    for path in (folder / "__pycache__").iterdir():
+        path.unlink()
+    (folder / "__pycache__").rmdir()
+    publish(healthy, vault, name, tmp_path)
+    assert forge_pyc(healthy, folder / "wording.py", forged, tmp_path) == cache
+    refused = run_skill(name, vault, inputs={"who": "ada"})
+    assert refused.code == 1, refused
+    assert f"{cache} added" in refused.stderr, refused
+    [attempt] = healthy.steps(refused.run_id or "")
+    assert (attempt.error_kind, attempt.exit_code) == ("folder_changed", None)
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert f"a draft of v1 ({cache} added)" in listing.stdout, listing.stdout
+
+
+def test_making_a_published_script_executable_is_a_change(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    vault, name = renamed_vault(tmp_path / "vault")
+    script = vault / name / "greet.py"
+    publish(healthy, vault, name, tmp_path)
+    assert not row(healthy, name, 1).files["greet.py"]["executable"]
+    script.chmod(script.stat().st_mode | 0o111)
+    listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "a draft of v1 (greet.py made executable)" in listing.stdout, listing.stdout
+    refused = run_skill(name, vault, inputs={"who": "ada"})
+    assert refused.code == 1, refused
+    assert "greet.py made executable" in refused.stderr, refused
+    # Published as it is now, the bit is part of v2.
+    edit(vault / name / "greeting.txt", "howdy\n")
+    publish(healthy, vault, name, tmp_path)
+    assert row(healthy, name, 2).files["greet.py"]["executable"]
+    ok = run_skill(name, vault, "--json", inputs={"who": "bo"})
+    assert ok.code == 0 and ok.json() == {"text": "howdy bo"}, ok

@@ -3,14 +3,25 @@ publish writes (shared/versionline.py): real files in tmp folders, no services."
 
 from __future__ import annotations
 
+import json
 import os
+import py_compile
 import shutil
 from pathlib import Path
 
 import pytest
 
 from shared.errors import FolderChanged
-from shared.folderhash import Change, ChangeKind, changes, folder_files, folder_hash
+from shared.folderhash import (
+    Change,
+    ChangeKind,
+    changes,
+    fingerprints,
+    folder_files,
+    folder_hash,
+    hash_folder,
+    stat_signature,
+)
 from shared.published import snapshot
 from shared.readonly import make_read_only, make_writable
 from shared.skill import load_skill
@@ -37,7 +48,14 @@ def make_skill(root: Path, name: str = "demo") -> Path:
 
 
 def hashes(folder: Path) -> dict[str, str]:
-    return {p: f.sha256 for p, f in folder_files(folder).items()}
+    return fingerprints(folder_files(folder))
+
+
+def bench(folder: Path, **doc: object) -> None:
+    (folder / "benchmarks.json").write_text(json.dumps({"skill": "demo", **doc}))
+
+
+CASE = {"id": "one", "inputs": {"x": 1}, "expected": {"success": True}}
 
 
 def test_hash_is_deterministic_across_copies_and_creation_order(tmp_path: Path) -> None:
@@ -81,17 +99,88 @@ def test_a_renamed_file_is_a_change_even_with_the_same_bytes(tmp_path: Path) -> 
     assert folder_hash(hashes(folder)) != before
 
 
-def test_run_window_and_caches_are_not_content(tmp_path: Path) -> None:
+def test_the_run_window_is_not_content_but_the_test_cases_are(tmp_path: Path) -> None:
     folder = make_skill(tmp_path)
     before = folder_hash(hashes(folder))
-    (folder / "benchmarks.json").write_text('{"skill": "demo", "runs": []}')
+    bench(folder, tests=[], runs=[])  # what a worker writes after a first run
     (folder / ".benchmarks.json.tmp123").write_text("half")  # an atomic rewrite in flight
-    (folder / "__pycache__").mkdir()
-    (folder / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\0")
     (folder / ".DS_Store").write_bytes(b"\0")
     assert folder_hash(hashes(folder)) == before
+    bench(folder, tests=[CASE], runs=[])
+    with_tests = hashes(folder)
+    assert [str(c) for c in changes(fingerprints(folder_files(make_skill(tmp_path / "b"))),
+                                    with_tests)] == ["benchmarks.json added"]
+    # Runs, aggregates, the version line, key order and layout: a worker's rewrite.
+    (folder / "benchmarks.json").write_text(json.dumps(
+        {"runs": [{"run_id": "r1"}], "version": 7, "aggregates": {"total_runs": 1},
+         "tests": [dict(reversed(list(CASE.items())))], "skill": "demo"}, indent=4))
+    (folder / "benchmarks.json").chmod(0o600)
+    assert hashes(folder) == with_tests
+    edited = {**CASE, "expected": {"success": False}}
+    bench(folder, tests=[edited], runs=[])
+    assert [str(c) for c in changes(with_tests, hashes(folder))] == ["benchmarks.json changed"]
     (folder / "scripts" / "benchmarks.json").write_text("{}")  # only the top one is a window
-    assert folder_hash(hashes(folder)) != before
+    assert "scripts/benchmarks.json" in hashes(folder)
+
+
+def test_bytecode_caches_are_content(tmp_path: Path) -> None:
+    # Python runs a __pycache__ .pyc (or a lone .pyc) instead of reading the .py: a
+    # published folder that gains one has changed, whatever its bytes.
+    folder = make_skill(tmp_path)
+    (folder / "helper.py").write_text("WORD = 'real'\n")
+    before = hashes(folder)
+    forged = tmp_path / "forged.py"
+    forged.write_text("WORD = 'forged'\n")
+    cache = folder / "__pycache__" / "helper.cpython-311.pyc"
+    py_compile.compile(str(forged), cfile=str(cache), doraise=True)
+    (folder / "lone.pyc").write_bytes(cache.read_bytes())
+    assert [str(c) for c in changes(before, hashes(folder))] == [
+        "__pycache__/helper.cpython-311.pyc added", "lone.pyc added"]
+    # What a person wrote leaves caches out (the defaults reconciler, vault archives).
+    shutil.rmtree(folder / "__pycache__")
+    (folder / "lone.pyc").unlink()
+    authored = hash_folder(folder, authored=True)
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "helper.cpython-311.pyc").write_bytes(b"\0")
+    (folder / "node_modules").mkdir()
+    (folder / "node_modules" / "x.js").write_text("")
+    assert hash_folder(folder, authored=True) == authored
+    assert hash_folder(folder) != authored
+
+
+def test_the_executable_bit_is_content(tmp_path: Path) -> None:
+    folder = make_skill(tmp_path)
+    before = hashes(folder)
+    script = folder / "scripts" / "helper.sh"
+    script.chmod(0o755)
+    after = hashes(folder)
+    assert folder_hash(after) != folder_hash(before)
+    assert [str(c) for c in changes(before, after)] == ["scripts/helper.sh made executable"]
+    assert folder_files(folder)["scripts/helper.sh"].sha256 == \
+        folder_files(folder)["scripts/helper.sh"].fingerprint.removesuffix(" +x")
+    script.chmod(0o644)
+    assert changes(after, hashes(folder)) == [
+        Change(ChangeKind.NOT_EXECUTABLE, "scripts/helper.sh")]
+    script.chmod(0o444)  # write bits are not content: publishing clears them
+    assert hashes(folder) == before
+    script.write_text("echo HI\n")
+    script.chmod(0o755)
+    assert changes(before, hashes(folder)) == [Change(ChangeKind.CHANGED, "scripts/helper.sh")]
+
+
+def test_the_signature_follows_modes_and_test_cases_but_not_the_run_window(
+        tmp_path: Path) -> None:
+    folder = make_skill(tmp_path)
+    bench(folder, tests=[CASE], runs=[])
+    first = stat_signature(folder)
+    assert "benchmarks.json" not in {s[0] for s in first.stats}
+    bench(folder, tests=[CASE], runs=[{"run_id": "r1"}])
+    assert stat_signature(folder) == first
+    bench(folder, tests=[], runs=[])
+    assert stat_signature(folder).tests is None
+    bench(folder, tests=[CASE], runs=[])
+    (folder / "main.py").chmod(0o755)
+    assert stat_signature(folder) != first
 
 
 def test_a_symlink_is_hashed_as_its_target_text_not_followed(tmp_path: Path) -> None:
@@ -108,10 +197,21 @@ def test_a_symlink_is_hashed_as_its_target_text_not_followed(tmp_path: Path) -> 
 def test_snapshot_hashes_equal_streamed_hashes(tmp_path: Path) -> None:
     folder = make_skill(tmp_path)
     (folder / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024 + 7))  # several chunks
+    (folder / "main.py").chmod(0o755)
+    bench(folder, tests=[CASE], runs=[{"run_id": "r1"}])
     snap = snapshot(folder)
-    assert snap.hashes == hashes(folder)
+    assert snap.fingerprints == hashes(folder)
+    assert snap.hashes["main.py"] + " +x" == snap.fingerprints["main.py"]
     assert snap.folder_hash == folder_hash(hashes(folder))
     assert snap.contents["big.bin"] == (folder / "big.bin").read_bytes()
+    # The stored benchmarks.json is the version's part alone, and loads by itself.
+    stored = json.loads(snap.contents["benchmarks.json"])
+    assert stored == {"skill": "demo", "tests": [CASE]}
+    copy = make_skill(tmp_path / "copy")
+    (copy / "benchmarks.json").write_bytes(snap.contents["benchmarks.json"])
+    skill, problems = load_skill(copy)
+    assert skill is not None and skill.benchmarks is not None and not problems
+    assert [c.id for c in skill.benchmarks.tests] == ["one"]
 
 
 def test_read_only_keeps_root_writable_for_the_run_window(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.defaults import DEFAULTS_DIR, DEFAULTS_VERSION, recorded_hashes, shipped_folders
-from orchestrator.library.defaults import Installed, Outcome, decide
-from orchestrator.library.folder_hash import folder_hash
+from orchestrator.library.defaults import Installed, Outcome, _staged, decide
+from shared.folderhash import hash_folder
 from shared.vault import load_vault
+
+
+def folder_hash(folder: Path) -> str:
+    return hash_folder(folder, authored=True)  # what the reconciler compares
 
 
 def current_hashes() -> dict[str, str]:
@@ -99,7 +104,22 @@ def test_each_default_passes_its_own_test_cases(name: str, case: dict[str, objec
         assert outputs[key] == value, key
 
 
+def test_an_installed_copy_hashes_as_the_shipped_folder(tmp_path: Path) -> None:
+    source = tmp_path / "pkg" / "demo"
+    shutil.copytree(shipped_folders()["text-stats"], source)
+    (source / "run.sh").write_text("echo hi\n")
+    (source / "run.sh").chmod(0o555)  # an installed package may be read-only
+    (source / "__pycache__").mkdir()  # pip compiles what it installs
+    (source / "__pycache__" / "text_stats.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "vault").mkdir()
+    copy = _staged(source, tmp_path / "vault")
+    assert folder_hash(copy) == folder_hash(source)
+    assert (copy / "run.sh").stat().st_mode & 0o200  # the user's copy is theirs to edit
+    assert not (copy / "__pycache__").exists()
+
+
 SHIPPED, OLD, EDITED = "sha256:shipped", "sha256:old", "sha256:edited"
+LEGACY = "sha256:legacy"  # a row written by a skillq that hashed folders differently
 
 
 @pytest.mark.parametrize(("found", "row", "deleted", "outcome", "reason"), [
@@ -113,6 +133,8 @@ SHIPPED, OLD, EDITED = "sha256:shipped", "sha256:old", "sha256:edited"
     (EDITED, None, False, Outcome.LEFT_ALONE, "a skill of yours"),
     (EDITED, Installed(None, None), False, Outcome.LEFT_ALONE, "a skill of yours"),
     (OLD, Installed(OLD, 4), False, Outcome.LEFT_ALONE, "installed by a newer skillq"),
+    (OLD, Installed(LEGACY, 2, OLD), False, Outcome.UPDATED, "v2 -> v3"),
+    (EDITED, Installed(LEGACY, 2, OLD), False, Outcome.LEFT_ALONE, "edited since"),
 ])
 def test_reconcile_decisions(found: str | None, row: Installed | None, deleted: bool,
                              outcome: Outcome, reason: str) -> None:

@@ -1,21 +1,23 @@
-"""A worker's check of a published folder (workers/published.py verify): it names what
-changed, and an unchanged folder is not read again (real files, no services)."""
+"""The check of a published folder (shared/published.py verify, run by workers before
+every step): it names what changed, and an unchanged folder is not read again (real
+files, no services)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from shared import folderhash
+from shared import folderhash, published
 from shared.published import PublishedFiles, snapshot
-from workers import published
 
 
 def published_files(folder: Path) -> PublishedFiles:
     snap = snapshot(folder)
-    return PublishedFiles("demo", 1, snap.folder_hash, snap.hashes, frozenset())
+    return PublishedFiles("demo", 1, snap.folder_hash, snap.hashes,
+                          frozenset(p for p, f in snap.files.items() if f.executable))
 
 
 @pytest.fixture
@@ -63,3 +65,37 @@ def test_an_added_file_is_named(folder: Path) -> None:
     assert published.verify(folder, files) == []
     (folder / "extra.sh").write_text("rm -rf /\n")
     assert [str(c) for c in published.verify(folder, files)] == ["extra.sh added"]
+
+
+def test_the_run_window_is_rewritten_without_a_rehash_but_test_cases_are_checked(
+        folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = {"skill": "demo", "tests": [{"id": "t1", "inputs": {}}], "runs": []}
+    (folder / "benchmarks.json").write_text(json.dumps(bench))
+    files = published_files(folder)
+    reads: list[Path] = []
+    real = folderhash.folder_files
+
+    def counting(path: Path) -> dict[str, folderhash.FileEntry]:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(published, "folder_files", counting)
+    monkeypatch.setattr(published, "RACY_S", 0.0)
+    assert published.verify(folder, files) == []
+    bench["runs"] = [{"run_id": "r1"}]  # what a worker writes after every run
+    (folder / "benchmarks.json").write_text(json.dumps(bench))
+    assert published.verify(folder, files) == []
+    assert len(reads) == 1
+    bench["tests"] = []
+    (folder / "benchmarks.json").write_text(json.dumps(bench))
+    assert [str(c) for c in published.verify(folder, files)] == ["benchmarks.json removed"]
+
+
+def test_a_chmod_is_named_even_when_the_folder_was_verified_and_remembered(
+        folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(published, "RACY_S", 0.0)
+    (folder / "lib" / "run.py").chmod(0o644)
+    files = published_files(folder)
+    assert published.verify(folder, files) == []
+    (folder / "lib" / "run.py").chmod(0o755)
+    assert [str(c) for c in published.verify(folder, files)] == ["lib/run.py made executable"]

@@ -7,8 +7,10 @@ nothing, so "alive" here means a member of the group in any state but Z.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import py_compile
 import shlex
 import signal
 import sys
@@ -257,7 +259,8 @@ def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert result.outputs is not None
     env, cwd = result.outputs["env"], Path(result.outputs["cwd"])
     assert set(env) == {"PATH", "HOME", "LANG", "SKILL_INPUTS", "SKILL_OUTPUT",
-                        "SKILLQ_WORKDIR", "API_TOKEN", "SKILLQ_RUN_ID"}
+                        "SKILLQ_WORKDIR", "API_TOKEN", "SKILLQ_RUN_ID",
+                        "PYTHONDONTWRITEBYTECODE"}
     assert env["API_TOKEN"] == "s3cret"
     assert "nope" not in env.values() and "fake-aws-secret" not in env.values()
     assert env["PATH"] == os.environ["PATH"]
@@ -277,6 +280,24 @@ def test_names_that_would_shadow_the_protocol_are_refused(
     folder, manifest = make_skill(tmp_path, "", auth=auth)
     with pytest.raises(ValueError, match=r"shadow|may not set"):
         run(folder, manifest, secrets={a: "v" for a in auth}, extra_env=extra)
+
+
+def test_bytecode_beside_the_sources_is_never_run_nor_written(tmp_path: Path) -> None:
+    # An unchecked-hash .pyc is what Python trusts most: it never looks at the .py.
+    folder, manifest = make_skill(tmp_path, """
+        import wording
+        emit({"word": wording.WORD})
+    """, {"word": "string"})
+    (folder / "wording.py").write_text("WORD = 'from the source'\n")
+    forged = tmp_path / "forged.py"
+    forged.write_text("WORD = 'forged bytecode'\n")
+    cache = Path(importlib.util.cache_from_source(str(folder / "wording.py")))
+    py_compile.compile(str(forged), cfile=str(cache), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    result = run(folder, manifest)
+    assert result.status == "success", result.error
+    assert result.outputs == {"word": "from the source"}
+    assert sorted(p.name for p in (folder / "__pycache__").iterdir()) == [cache.name]
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:

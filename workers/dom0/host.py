@@ -58,6 +58,9 @@ def _run_script(page: Page, script: str, inputs: dict[str, Any],
     """Call ``run(page, inputs)`` of the skill's script; bytes it returns become
     artifacts in the shared store."""
     path = Path.cwd() / script
+    # The host runs isolated (-I), which ignores PYTHONDONTWRITEBYTECODE: the skill's
+    # modules (copied without bytecode by the script executor) leave none behind either.
+    sys.dont_write_bytecode = True
     sys.path.append(str(path.parent))  # its own helper modules, after ours
     loader = importlib.util.spec_from_file_location("skill_browser_script", path)
     if loader is None or loader.loader is None:
