@@ -25,7 +25,7 @@ DAEMON = "secretd"  # secret-peek is pinned to it (requires.daemon)
 # What the script protocol puts in a script's environment (workers/script_executor.py),
 # plus what Python itself may add (C-locale coercion).
 PROTOCOL = {"PATH", "HOME", "LANG", "SKILL_INPUTS", "SKILL_OUTPUT", "SKILLQ_WORKDIR",
-            "SKILLQ_STEP_RUN", "LC_CTYPE"}
+            "SKILLQ_STEP_RUN", "LC_CTYPE", "PYTHONDONTWRITEBYTECODE"}
 
 
 @contextlib.contextmanager
