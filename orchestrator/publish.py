@@ -38,6 +38,7 @@ from shared.db.session import transaction
 from shared.errors import PublishError
 from shared.folderhash import changes
 from shared.published import (
+    HASH_SCHEME,
     Snapshot,
     file_records,
     files_of,
@@ -105,7 +106,8 @@ def record(session: Session, *, skill: Skill, snap: Snapshot, version: int, vaul
         manifest=skill.manifest.model_dump(mode="json", by_alias=True),
         sub_skills=sub_skills(skill, vault), published_by=who(),
         published_host=socket.gethostname(), published_from=str(skill.folder.resolve()),
-        tests_passed=tests_passed, rolled_back_from=rolled_back_from))
+        tests_passed=tests_passed, rolled_back_from=rolled_back_from,
+        hash_scheme=HASH_SCHEME))
     try:
         session.flush()
     except IntegrityError:

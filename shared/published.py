@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 from shared.db.publish_models import PublishedVersion
 from shared.db.session import transaction
 from shared.folderhash import (
+    BENCHMARKS,
     Change,
     FileEntry,
     Signature,
@@ -52,6 +53,7 @@ from shared.folderhash import (
     fingerprints,
     folder_files,
     folder_hash,
+    ignored,
     stat_signature,
 )
 from shared.readonly import make_read_only, make_writable
@@ -59,6 +61,7 @@ from shared.store import get_bytes, put_bytes
 
 FILE_MEDIA = "application/octet-stream"
 RACY_S = 1.0  # far above the file-time clock's tick
+HASH_SCHEME = 2  # test cases, bytecode caches and executable bits are part of a version
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class PublishedFiles:
     folder_hash: str
     hashes: Mapping[str, str]  # relative path -> "sha256:<hex>" (the store's key)
     executable: frozenset[str]
+    hash_scheme: int = HASH_SCHEME
 
     @property
     def fingerprints(self) -> dict[str, str]:
@@ -113,7 +117,19 @@ class PublishedFiles:
 def files_of(row: PublishedVersion) -> PublishedFiles:
     return PublishedFiles(row.skill, row.version, row.folder_hash,
                           {p: f["sha256"] for p, f in row.files.items()},
-                          frozenset(p for p, f in row.files.items() if f.get("executable")))
+                          frozenset(p for p, f in row.files.items() if f.get("executable")),
+                          row.hash_scheme)
+
+
+def _as_published(files: PublishedFiles, actual: dict[str, str]) -> dict[str, str]:
+    """The folder's fingerprints under the rules ``files`` were recorded by: a version
+    published before versions held their test cases (scheme 1) had neither
+    benchmarks.json nor bytecode caches among its files (no step reads bytecode from a
+    skill folder either way: the scratch copy leaves it out)."""
+    if files.hash_scheme >= HASH_SCHEME:
+        return actual
+    return {p: f for p, f in actual.items() if p != BENCHMARKS and not ignored(
+        tuple(p.split("/")), authored=True)}
 
 
 def file_records(snap: Snapshot) -> dict[str, Any]:
@@ -223,7 +239,8 @@ def verify(folder: Path, files: PublishedFiles, signature: Signature | None = No
         return hit[2]
     # Compared file by file, not by the recorded folder hash: the records say what each
     # file is (bytes and mode), whichever skillq computed the row's folder hash.
-    found = changes(files.fingerprints, fingerprints(folder_files(folder)))
+    found = changes(files.fingerprints,
+                    _as_published(files, fingerprints(folder_files(folder))))
     if _settled(signature):
         with _lock:
             _verified[folder] = (signature, files.folder_hash, found)

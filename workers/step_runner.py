@@ -214,18 +214,23 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
                                   duration_ms=0.0)
     workdir = Path(job.workdir) if job.workdir and Path(job.workdir).is_dir() else None
     screen = None
-    if is_screen_step(skill.manifest):  # dom0/cmd0: one at a time per machine
-        screen = run_screen_step(skill.folder, skill.manifest, inputs, settings=ctx.settings,
-                                 database_url=ctx.database_url, secrets=secrets,
-                                 workdir=workdir, extra_env={STEP_MARKER: job.row_id},
-                                 scratch=scratch_for(job.row_id))
-        done = screen.done
-    else:
-        assert skill.manifest.run is not None
-        done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
-                          timeout_s=skill.manifest.run.timeout,
-                          max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
-                          extra_env={STEP_MARKER: job.row_id}, scratch=scratch_for(job.row_id))
+    try:
+        if is_screen_step(skill.manifest):  # dom0/cmd0: one at a time per machine
+            screen = run_screen_step(skill.folder, skill.manifest, inputs,
+                                     settings=ctx.settings, database_url=ctx.database_url,
+                                     secrets=secrets, workdir=workdir,
+                                     extra_env={STEP_MARKER: job.row_id},
+                                     scratch=scratch_for(job.row_id))
+            done = screen.done
+        else:
+            assert skill.manifest.run is not None
+            done = run_script(skill.folder, skill.manifest, inputs, secrets=secrets,
+                              timeout_s=skill.manifest.run.timeout,
+                              max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
+                              extra_env={STEP_MARKER: job.row_id},
+                              scratch=scratch_for(job.row_id))
+    finally:
+        attempt_end.end(job.row_id)  # nothing the attempt started outlives it
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
                     stdout_tail=redact(done.stdout_tail, secrets),
                     stderr_tail=redact(done.stderr_tail, secrets),
@@ -377,8 +382,6 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
                 result = Result(StepState.FAILED,
                                 error=f"internal error: {type(exc).__name__}: {exc}",
                                 error_kind="internal")
-            finally:
-                attempt_end.end(job.row_id)  # nothing the attempt started outlives it
             pending.append((job, result))
             states.append(result)
             if time.monotonic() - flushed >= FLUSH_S:

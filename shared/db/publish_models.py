@@ -39,3 +39,6 @@ class PublishedVersion(Base):
     # None: no test runner was available; True: the skill's tests passed before publish.
     tests_passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     rolled_back_from: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The rules its files were recorded under (shared/published.py HASH_SCHEME): rows
+    # from before migration 0009 are 1 (test cases and bytecode outside the version).
+    hash_scheme: Mapped[int] = mapped_column(Integer, server_default="1")

@@ -99,3 +99,21 @@ def test_a_chmod_is_named_even_when_the_folder_was_verified_and_remembered(
     assert published.verify(folder, files) == []
     (folder / "lib" / "run.py").chmod(0o755)
     assert [str(c) for c in published.verify(folder, files)] == ["lib/run.py made executable"]
+
+
+def test_a_version_published_before_versions_held_their_tests_verifies_by_its_rules(
+        folder: Path) -> None:
+    """Rows of hash scheme 1 (before migration 0009) recorded neither benchmarks.json
+    nor bytecode caches: an upgrade must not turn them into drafts."""
+    before = published_files(folder)
+    legacy = PublishedFiles("demo", 1, before.folder_hash, before.hashes,
+                            before.executable, hash_scheme=1)
+    (folder / "benchmarks.json").write_text(json.dumps(
+        {"skill": "demo", "tests": [{"id": "t1", "name": "n", "inputs": {}}]}))
+    (folder / "lib" / "__pycache__").mkdir()
+    (folder / "lib" / "__pycache__" / "run.cpython-311.pyc").write_bytes(b"cache")
+    assert published.verify(folder, legacy) == []
+    assert sorted(str(c) for c in published.verify(folder, before)) == [
+        "benchmarks.json added", "lib/__pycache__/run.cpython-311.pyc added"]
+    (folder / "lib" / "run.py").write_text("print(3)\n")  # the rest is checked as before
+    assert [str(c) for c in published.verify(folder, legacy)] == ["lib/run.py changed"]
