@@ -196,12 +196,15 @@ _FINISH = text(
     "duration_ms = COALESCE(CAST(:duration_ms AS double precision), "
     "EXTRACT(EPOCH FROM CAST(:now AS timestamptz) - started_at) * 1000), "
     "not_before = :not_before, lock_wait_ms = :lock_wait_ms, locked_at = :locked_at, "
-    "unlocked_at = :unlocked_at "
+    "unlocked_at = :unlocked_at, cost_usd = :cost_usd, tokens_in = :tokens_in, "
+    "tokens_out = :tokens_out "
     "WHERE id = :id AND state = :running AND worker_pid = :pid "
     "RETURNING duration_ms, cost_usd, source")
 
-# A screen step's machine lock (workers/screen/lock.py); other steps have none.
-_NO_LOCK = {"lock_wait_ms": None, "locked_at": None, "unlocked_at": None}
+# A screen step's machine lock (workers/screen/lock.py) and an agent step's model usage
+# (workers/agent/); other steps have neither.
+_UNSET = {"lock_wait_ms": None, "locked_at": None, "unlocked_at": None,
+            "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +218,7 @@ def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Fin
     """Record an attempt's result; None when it is no longer this process's to record
     (declared lost, or cancelled, meanwhile: the newer record counts)."""
     check_step(StepState.RUNNING, StepState(values["state"]))
-    params = {**_NO_LOCK, **values, "pid": pid, "running": StepState.RUNNING.value,
+    params = {**_UNSET, **values, "pid": pid, "running": StepState.RUNNING.value,
               "outputs": None if values.get("outputs") is None else json.dumps(values["outputs"])}
     row = session.execute(_FINISH, params).first()
     return None if row is None else Finished(row.duration_ms, row.cost_usd, row.source)

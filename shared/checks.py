@@ -22,6 +22,7 @@ _ENV_VAR = re.compile(r"\$(\{|[A-Za-z_])")
 _SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php",
                     ".R", ".jl", ".lua"}
 _NEEDS_RUN = {Approach.API, Approach.CODE, Approach.WEB, Approach.DOM0, Approach.CMD0}
+_AGENT_ONLY = frozenset({"catalog", "max_turns", "budget_usd"})
 
 
 def check_skill(skill: Skill) -> list[Problem]:
@@ -58,6 +59,12 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
     if m.cache.enabled and m.effective_approach is Approach.AGENT and m.steps is None:
         yield skill.problem(("cache", "enabled"), "agent skills must not cache: their output "
                             "depends on LLM reasoning; remove cache or set enabled: false")
+    agent_leaf = m.steps is None and m.kind == "instructions" and \
+        m.effective_approach is Approach.AGENT
+    for key in sorted(_AGENT_ONLY & m.model_fields_set):
+        if not agent_leaf and not skill.repaired & {"approach", "run", "steps"}:
+            yield skill.problem((key,), f"only an agent step (approach: agent, no run or "
+                                f"steps) uses {key}; remove it")
 
 
 def _check_fields(skill: Skill) -> Iterator[Problem]:

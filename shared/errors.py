@@ -28,6 +28,8 @@
      ├── BadCursor              a dashboard page cursor that cannot be read
      ├── RunNotFound            a run id no record has
      ├── StepFailed             a step message's attempt failed (the Celery task's FAILURE)
+     ├── AgentError             an agent step cannot be set up: an unknown model, no model
+     │                          configured, a provider's credentials missing
      └── IllegalTransition      a run or step state change the tables in shared/states.py
                                 forbid (a bug, or a stale redelivery): never written
 
@@ -217,6 +219,10 @@ class RunNotFound(SkillqError):
 
 class IllegalTransition(SkillqError):
     """A state change the machine does not allow; lifecycle/transitions.py refuses it."""
+
+
+class AgentError(SkillqError):
+    """An agent step that cannot start: names the value or the setting and the fix."""
 
 
 class StepFailed(SkillqError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     field_validator,
 )
@@ -152,6 +153,11 @@ class Manifest(Frozen):
     tools_used: tuple[str, ...] = ()
     model: str | None = None
     model_override: StrictBool = False
+    # Agent steps (docs/agent-steps.md): the skills the model may load and run (its
+    # sub-skills.json by default, so the declared DAG stays what runs), and its limits.
+    catalog: Literal["sub-skills", "all"] = "sub-skills"
+    max_turns: StrictInt | None = Field(default=None, ge=1)
+    budget_usd: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
     estimated_cost: Label | None = None
     estimated_duration: Label | None = None
     cache: CacheSpec = CacheSpec()

@@ -70,6 +70,19 @@ class Settings(BaseSettings):
                                           "requires; unset = Flower only on 127.0.0.1")
     chromium_path: Path | None = Field(default=None, description="the browser dom0 steps "
                                        "launch; unset = Playwright's own, else the system's")
+    agent_model: str | None = Field(default=None, description="the model agent steps use "
+                                    "on this daemon (provider:name, e.g. "
+                                    "anthropic:claude-haiku-4-5); a skill's own model wins "
+                                    "only with model_override: true; unset = the skill's "
+                                    "model")
+    agent_prompt_budget_chars: int = Field(default=60_000, ge=0, description="how much of an "
+                                           "agent step's system prompt the SKILL.md body and "
+                                           "its folder's text files may fill; files past it "
+                                           "are listed for the model to read instead")
+    agent_catalog_budget_chars: int = Field(default=15_000, ge=0, description="how long the "
+                                            "list of skills an agent step may load can be; "
+                                            "past it the list is cut and the step's record "
+                                            "says which skills were left out")
 
 
 def get_settings() -> Settings:

@@ -41,6 +41,7 @@ from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, 
 from workers.script_executor import ScriptStatus, run_script
 
 BACKOFF_BASE_S = 1.0
+AGENT_RETRIES = 3  # a model's rate limit or overload: retried like a script's exit 75
 BACKOFF_CAP_S = 60.0
 FLUSH_S = 0.05  # a batch records its finished items at least this often
 T = TypeVar("T")
@@ -76,6 +77,9 @@ class Result:
     duration_ms: float | None = None
     not_before: datetime | None = None
     screen: ScreenRun | None = None  # a dom0/cmd0 step: its wait for the machine's lock
+    cost_usd: float = 0.0  # an agent step's model usage (its own turns)
+    tokens_in: int = 0
+    tokens_out: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -193,8 +197,7 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
     if skill.manifest.is_orchestrator:
         return _start_child(ctx, job, skill)
     if skill.manifest.kind == "instructions":
-        return Result(StepState.FAILED, error=f"{job.skill} is an instruction-only skill; "
-                      "this deployment has no agent executor to run it", error_kind="no_executor")
+        return _agent_step(ctx, job, skill)
     try:
         secrets = secrets_for(skill.manifest.auth)
     except MissingSecret as exc:
@@ -251,6 +254,28 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
     result.state = StepState.FAILED
     result.error_kind = {ScriptStatus.TRANSIENT: "transient_exhausted"}.get(
         done.status, done.status.value)
+    return result
+
+
+def _agent_step(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
+    """An instruction-only skill, run by a model (workers/agent/; imported here, so only
+    the processes that run agent steps load the model runtime)."""
+    from workers.agent.executor import run_agent_step
+    from workers.agent.tools_spec import allowed_skills
+
+    vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills
+    names = allowed_skills(skill, vault)
+    done = run_agent_step(ctx, row_id=job.row_id, attempt=job.attempt, skill=skill,
+                          inputs=with_defaults(skill.manifest, job.inputs),
+                          catalog_skills=[vault[n] for n in names],
+                          timeout_s=ctx.settings.max_step_timeout_s)
+    result = Result(StepState.SUCCEEDED if done.ok else StepState.FAILED,
+                    outputs=done.outputs, error=done.error, error_kind=done.error_kind,
+                    cost_usd=done.cost_usd, tokens_in=done.tokens_in,
+                    tokens_out=done.tokens_out)
+    if done.transient and job.attempt <= AGENT_RETRIES:
+        result.state = StepState.RETRYING
+        result.not_before = datetime.now(UTC) + timedelta(seconds=_backoff_s(job.attempt))
     return result
 
 
@@ -314,7 +339,9 @@ def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
                 "cache_hit": result.cache_hit, "exit_code": result.exit_code,
                 "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
                 "now": now, "duration_ms": result.duration_ms,
-                "not_before": result.not_before, **screen_columns(result.screen)},
+                "not_before": result.not_before, "cost_usd": result.cost_usd,
+                "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
+                **screen_columns(result.screen)},
                 pid=ctx.pid)
             if mine is None:
                 continue  # re-dispatched meanwhile (declared lost): the new attempt counts

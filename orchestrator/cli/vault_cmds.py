@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import html
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from orchestrator.cli.common import VaultOption, err, one_line, out, vault, vaul
 from orchestrator.cli.notes_cmds import mark_open_notes
 from orchestrator.library.reach import LibraryView, library_view
 from shared import agentskills
+from shared.catalog import CatalogEntry, catalog_line, catalog_xml
 from shared.errors import VaultError
 from shared.problems import Problem, display_path
 from shared.skill import Skill
@@ -207,14 +207,10 @@ def catalog(
     _library_note(library)
     skills = [loaded.skills[n] for n in library.pinned_first(sorted(loaded.skills))
               if library.state(n).enabled]
+    entries = [CatalogEntry(s.name, s.manifest.description, str(s.skill_md.resolve()))
+               for s in skills]
     if fmt is CatalogFormat.text:
-        for skill in skills:
-            out.print(f"{skill.name}: {one_line(skill.manifest.description)}", markup=False)
+        for entry in entries:
+            out.print(catalog_line(entry), markup=False)
         return
-    lines = ["<available_skills>"]
-    for skill in skills:
-        lines += ["<skill>", "<name>", html.escape(skill.name), "</name>", "<description>",
-                  html.escape(skill.manifest.description), "</description>", "<location>",
-                  str(skill.skill_md.resolve()), "</location>", "</skill>"]
-    lines.append("</available_skills>")
-    out.print("\n".join(lines), markup=False)
+    out.print(catalog_xml(entries), markup=False)

@@ -1,0 +1,147 @@
+"""Agent steps for real: an instruction-only skill run by a model on the `agent` queue.
+
+The model is the local wire-format server of tests/support/fake_llm (the real anthropic
+SDK and Pydantic AI speak the Anthropic Messages API to it); the stack's agent worker is
+restarted with its base URL and a key. Each test's conversation key travels in the
+step's inputs (`[[fake:KEY]]`), so the turns scripted for it answer only its requests.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import STANDARD_WORKERS, VAULTS, RunResult, Stack, copy_vault
+from sqlalchemy import select
+from support.fake_llm import FakeLLM
+
+from shared.db.agent_models import AgentTurn
+
+pytestmark = pytest.mark.integration
+RunSkill = Callable[..., RunResult]
+AGENT_WORKER = "agent-gpu-cmd0"  # serves the agent queue (conftest.STANDARD_WORKERS)
+USAGE = {"input": 1000, "output": 200}  # per request: $0.002 for claude-haiku-4-5
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def agents(healthy: Stack, llm: FakeLLM, tmp_path: Path) -> Iterator[Path]:
+    """The agent worker restarted with the fake model's URL and key; the vault."""
+    standard_env = healthy.env
+    healthy.env = {**standard_env, **llm.env()}
+    try:
+        for spec in STANDARD_WORKERS:
+            if spec.name == AGENT_WORKER:
+                healthy.workers[spec.name].stop()
+                healthy.start_worker(spec)
+    finally:
+        healthy.env = standard_env
+        healthy.tainted.add(AGENT_WORKER)
+    healthy.wait_ready([AGENT_WORKER])
+    yield copy_vault(VAULTS / "agents", tmp_path / "vault")
+
+
+def key() -> str:
+    return f"agent-{uuid.uuid4().hex[:12]}"
+
+
+def call(tool: str, **arguments: object) -> dict[str, object]:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}], "usage": USAGE}
+
+
+def answer(**outputs: object) -> dict[str, object]:
+    return {"output": outputs, "usage": USAGE}
+
+
+def turns_of(stack: Stack, run_id: str) -> list[AgentTurn]:
+    with stack.db() as session:
+        return list(session.scalars(select(AgentTurn).where(AgentTurn.run_id == run_id)
+                                    .order_by(AgentTurn.turn)))
+
+
+def test_an_agent_step_loads_a_skill_answers_typed_and_is_charged(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, call("skill", name="style-guide"), call("skill", name="/secret-plan"),
+               answer(summary="plain words", words=2))
+    result = run_skill("summarize", agents, "--json",
+                       inputs={"text": f"{llm.marker(k)} two words"})
+    assert result.code == 0, result
+    assert result.json() == {"summary": "plain words", "words": 2}
+    results = llm.tool_results(k)
+    assert len(results) == 3  # three model requests, each answered once
+    assert '<skill_content name="style-guide">' in results[1][0]
+    assert "Write plainly" in results[1][0]
+    # Not in its sub-skills.json: refused as a tool error the model sees, not a crash.
+    assert "no skill 'secret-plan'" in results[2][0]
+    assert "never reach" not in json.dumps(llm.bodies(k))
+    (step,) = healthy.steps(result.run_id or "")
+    assert (step.state, step.queue, step.tokens_in, step.tokens_out) == (
+        "succeeded", "agent", 3000, 600)
+    assert step.cost_usd == pytest.approx(0.006)
+    turns = turns_of(healthy, result.run_id or "")
+    assert [(t.turn, t.attempt, t.tokens_in) for t in turns] == [(0, 1, 1000), (1, 1, 1000),
+                                                                (2, 1, 1000)]
+    assert {t.model_requested for t in turns} == {"anthropic:claude-haiku-4-5"}
+    window = json.loads((agents / "summarize" / "benchmarks.json").read_text())
+    last = window["runs"][-1]
+    assert last["tokens"] == {"input": 3000, "output": 600}
+    assert last["cost_usd"] == pytest.approx(0.006)
+
+
+def test_an_invalid_answer_is_asked_for_again_then_fails_clearly(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, answer(summary="no count"), answer(summary="still no count"))
+    result = run_skill("summarize", agents, inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 1, result
+    assert "did not fit the declared outputs" in result.proc.stderr
+    assert "Traceback" not in result.proc.stderr
+    assert len(llm.requests(k)) == 2  # the answer, and one retry
+
+
+def test_a_budget_stops_the_requests_it_cannot_pay_for(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, call("skill", name="style-guide"), answer(summary="s", words=1))
+    result = run_skill("summarize-cheap", agents, inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 1, result
+    assert "budget of $0.001 reached" in result.proc.stderr
+    assert len(llm.requests(k)) == 1  # the second request was never sent
+    (step,) = healthy.steps(result.run_id or "")
+    assert step.cost_usd == pytest.approx(0.002)
+
+
+def test_a_retried_step_replays_the_turns_it_paid_for(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    overloaded = {"error": {"status": 529, "message": "overloaded"}}
+    # turn 0 paid for; turn 1 overloaded through the SDK's own retries -> a step retry
+    llm.script(k, call("skill", name="style-guide"), overloaded, overloaded, overloaded,
+               answer(summary="plain", words=1))
+    result = run_skill("summarize", agents, "--json", inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result
+    steps = healthy.steps(result.run_id or "")
+    assert [(s.attempt, s.state) for s in steps] == [(1, "retrying"), (2, "succeeded")]
+    first_turn = [r for r in llm.requests(k) if not llm_tool_results(r)]
+    assert len(first_turn) == 1, "turn 0 was sent again instead of replayed"
+    turns = turns_of(healthy, result.run_id or "")
+    assert [(t.turn, t.attempt) for t in turns] == [(0, 1), (1, 2)]
+
+
+def llm_tool_results(entry: dict[str, object]) -> bool:
+    """Whether a recorded Anthropic request carries a tool result (it is not turn 0)."""
+    body = entry["body"]
+    assert isinstance(body, dict)
+    return any(isinstance(block, dict) and block.get("type") == "tool_result"
+               for message in body.get("messages", [])
+               for block in (message.get("content") if isinstance(message.get("content"),
+                                                                   list) else []))

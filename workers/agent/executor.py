@@ -1,0 +1,177 @@
+"""Running an agent step: a skill whose body is instructions, run by a model.
+
+The step's prompt is its SKILL.md body and companions (prompt.py), its inputs the first
+user message, its declared outputs the structured answer (outputs.py), validated with
+one retry on an invalid answer. Every model request is a recorded turn (replay.py), so a
+step that runs again (a redelivery, a retry) replays what was paid for. ``max_turns``
+caps the requests, ``budget_usd`` the spend of the step item's turns, and the step's
+``timeout`` its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent, Tool
+from pydantic_ai.exceptions import (
+    ModelHTTPError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.models import infer_model
+from pydantic_ai.usage import UsageLimits
+
+from lifecycle.context import WorkerContext
+from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
+from shared.db.session import transaction
+from shared.errors import AgentError
+from shared.skill import Skill
+from shared.vault import open_skill
+from workers.agent import tools_spec
+from workers.agent.models import credentials, effective_model
+from workers.agent.outputs import output_type, outputs_of
+from workers.agent.prompt import build_prompt, skill_content
+from workers.agent.replay import RecordedModel, Turn
+
+OUTPUT_RETRIES = 1  # an invalid structured answer is asked for once more, then it fails
+TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class BudgetSpent(Exception):
+    """The step item's turns have cost its ``budget_usd``: no request is paid for."""
+
+
+@dataclass
+class AgentOutcome:
+    ok: bool
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    transient: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    turns_sent: int = 0
+    turns_replayed: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Turns:
+    """The step item's recorded turns, read once, written as each is paid for (its own
+    transaction: a turn paid for is on record even if the worker dies a moment later)."""
+
+    def __init__(self, database_url: str, key: TurnKey, attempt: int,
+                 budget_usd: float | None) -> None:
+        self.database_url, self.key, self.attempt = database_url, key, attempt
+        self.budget_usd = budget_usd
+        with transaction(database_url) as session:
+            self.rows = {t.turn: _turn_of(t) for t in recorded_turns(session, key)}
+
+    def recorded(self, index: int) -> Turn | None:
+        return self.rows.get(index)
+
+    def before_request(self, index: int) -> None:
+        spent = self.cost_usd
+        if self.budget_usd is not None and spent >= self.budget_usd:
+            raise BudgetSpent(f"budget of ${self.budget_usd:g} reached (spent "
+                              f"${spent:.4f} on {len(self.rows)} model request(s))")
+
+    def record(self, turn: Turn) -> None:
+        record = TurnRecord(
+            turn=turn.index, attempt=self.attempt, model_requested=turn.model_requested,
+            model_served=turn.model_served, request_digest=turn.digest,
+            response=turn.response, tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
+            cache_read=turn.cache_read, cache_write=turn.cache_write,
+            cost_usd=turn.cost_usd, duration_ms=turn.duration_ms,
+            stop_reason=turn.stop_reason)
+        with transaction(self.database_url) as session:
+            record_turn(session, self.key, record)
+        # a new answer for an earlier turn replaces it and drops the turns after it
+        self.rows = {i: t for i, t in self.rows.items() if i < turn.index}
+        self.rows[turn.index] = turn
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(t.cost_usd for t in self.rows.values())
+
+
+def _turn_of(row: Any) -> Turn:
+    return Turn(index=row.turn, digest=row.request_digest, response=row.response,
+                model_requested=row.model_requested, model_served=row.model_served,
+                tokens_in=row.tokens_in, tokens_out=row.tokens_out, cache_read=row.cache_read,
+                cache_write=row.cache_write, cost_usd=row.cost_usd,
+                duration_ms=row.duration_ms, stop_reason=row.stop_reason)
+
+
+def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]:
+    def load(name: str) -> str:
+        wanted = name.strip().removeprefix("/")
+        if wanted not in allowed:
+            return (f"error: no skill '{wanted}' is available to this step; it may load: "
+                    f"{', '.join(allowed) or 'none'}")
+        found = open_skill(vault_root, wanted)
+        if found is None:
+            return f"error: skill '{wanted}' is not in this worker's vault"
+        return skill_content(found)
+
+    spec = tools_spec.SKILL_TOOL
+    return Tool.from_schema(load, name=spec.name, description=spec.description,
+                            json_schema=dict(spec.parameters))
+
+
+def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skill,
+                   inputs: Mapping[str, Any], catalog_skills: list[Skill],
+                   timeout_s: float) -> AgentOutcome:
+    """Run the step to its answer; an outcome, never an exception for the model's faults."""
+    run_id, step_id, item, _ = row_id.rsplit("/", 3)
+    key = TurnKey(run_id, step_id, int(item))
+    m = skill.manifest
+    try:
+        ref = effective_model(m.model, m.model_override, ctx.settings.agent_model)
+    except AgentError as exc:
+        return AgentOutcome(False, error=str(exc), error_kind="no_model")
+    missing = credentials(ref.provider, os.environ)
+    if missing:
+        return AgentOutcome(False, error=f"model {ref} needs {missing}, which this worker "
+                            "does not have", error_kind="no_credentials")
+    prompt = build_prompt(skill, inputs, catalog_skills,
+                          prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
+                          catalog_budget_chars=ctx.settings.agent_catalog_budget_chars)
+    turns = _Turns(ctx.database_url, key, attempt, m.budget_usd)
+    model = RecordedModel(infer_model(ref.pydantic_ai_string), turns, str(ref))
+    allowed = list(prompt.catalog)
+    tools = [_skill_tool(skill, skill.folder.parent, allowed)] if allowed else []
+    agent: Agent[None, Any] = Agent(model, output_type=output_type(m),
+                                    instructions=prompt.system, tools=tools,
+                                    retries={"output": OUTPUT_RETRIES})
+    outcome = AgentOutcome(False, warnings=list(prompt.warnings))
+    limits = UsageLimits(request_limit=m.max_turns) if m.max_turns else None
+    try:
+        result = asyncio.run(asyncio.wait_for(
+            agent.run(prompt.user, usage_limits=limits), timeout=timeout_s))
+        outcome.ok, outcome.outputs = True, outputs_of(result.output)
+    except BudgetSpent as exc:
+        outcome.error, outcome.error_kind = str(exc), "budget"
+    except UsageLimitExceeded as exc:
+        outcome.error = f"max_turns of {m.max_turns} reached: {exc}"
+        outcome.error_kind = "max_turns"
+    except TimeoutError:
+        outcome.error, outcome.error_kind = f"timed out after {timeout_s:g} s", "timeout"
+    except UnexpectedModelBehavior as exc:
+        outcome.error = f"the model's answer did not fit the declared outputs: {exc}"
+        outcome.error_kind = "bad_output"
+    except ModelHTTPError as exc:
+        outcome.error = f"model {ref}: HTTP {exc.status_code}: {str(exc.body)[:300]}"
+        outcome.error_kind = "model_http"
+        outcome.transient = exc.status_code in TRANSIENT_STATUS
+    outcome.turns_sent, outcome.turns_replayed = model.sent, model.replayed
+    # The step item's own turns, however many attempts paid for them: only the final
+    # attempt's row counts toward the skill's totals.
+    outcome.tokens_in = sum(t.tokens_in for t in turns.rows.values())
+    outcome.tokens_out = sum(t.tokens_out for t in turns.rows.values())
+    outcome.cost_usd = turns.cost_usd
+    return outcome

@@ -1,0 +1,107 @@
+"""An agent step's declared outputs as the typed answer the model must give.
+
+The same contract a script's outputs meet (workers/script_executor.py): every declared
+output present, none undeclared, each of its declared type with no coercion (``"3"`` is
+not an integer, ``1`` is not a boolean), numbers finite. The model is shown the JSON
+schema, descriptions included, so each output's description is its instruction; an
+answer that does not fit goes back to the model as a retry, then fails the step.
+
+A skill that declares no outputs (a plain Agent Skills folder) answers in text:
+``output_type`` is ``str``, and its outputs are ``{}`` as a script's without outputs
+are, so nothing downstream can come to depend on prose it never declared.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    create_model,
+)
+
+from shared.manifest import Manifest
+from shared.valuetypes import ValueType
+
+
+def _number(value: Any) -> int | float:
+    # An int stays an int: a number output may feed an integer input downstream, as a
+    # script's would (pydantic's float would turn 3 into 3.0).
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return value
+
+
+_FiniteNumber = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
+_BASE: dict[str, Any] = {
+    "string": StrictStr,
+    "number": _FiniteNumber,
+    "integer": StrictInt,
+    "boolean": StrictBool,
+    "object": dict[str, Any],
+}
+
+
+class _Outputs(BaseModel):
+    # Frozen: a validated answer is a record. Aliases carry the declared names, so an
+    # output may be called `json` or `model_fields` without clashing with BaseModel.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False,
+                              serialize_by_alias=True, validate_by_alias=True)
+
+
+def python_type(vtype: ValueType) -> Any:
+    """The annotation that accepts exactly the values of ``vtype`` (``T[]`` -> list)."""
+    inner: Any = _BASE[vtype.base]
+    for _ in range(vtype.depth):
+        inner = list[inner]
+    return inner
+
+
+def output_model(manifest: Manifest) -> type[BaseModel]:
+    """A frozen pydantic model with one required field per declared output, named and
+    described as declared (an empty model when none are declared)."""
+    fields: dict[str, Any] = {}
+    for i, spec in enumerate(manifest.outputs):
+        field = spec.name if _plain(spec.name) else f"output_{i}"
+        fields[field] = (python_type(spec.value_type), Field(
+            alias=spec.name, title=spec.name, description=spec.description or None))
+    model: type[BaseModel] = create_model(
+        _class_name(manifest.name), __base__=_Outputs,
+        __doc__=f"The outputs of the skill {manifest.name}.", **fields)
+    return model
+
+
+def output_type(manifest: Manifest) -> type[BaseModel] | type[str]:
+    """What the step's agent is asked for: the outputs model, or text without outputs."""
+    return output_model(manifest) if manifest.outputs else str
+
+
+def outputs_of(answer: BaseModel | str) -> dict[str, Any]:
+    """The step's outputs (JSON values, by declared name) from the agent's answer."""
+    if isinstance(answer, str):
+        return {}
+    dumped: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
+    return dumped
+
+
+def _plain(name: str) -> bool:
+    """Whether ``name`` can be a field's own name (no private, protected or inherited
+    attribute of BaseModel); others go by alias only."""
+    return not name.startswith(("_", "model_")) and not hasattr(BaseModel, name)
+
+
+def _class_name(skill: str) -> str:
+    name = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", skill) if part)
+    name = f"{name or 'Skill'}Outputs"
+    return f"_{name}" if name[0].isdigit() or keyword.iskeyword(name) else name
