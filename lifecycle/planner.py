@@ -138,9 +138,10 @@ class _Advance:
             self.next_due = min(self.next_due or row.not_before, row.not_before)
             return
         row.not_before = None  # sent: a pending row without not_before is in its queue
-        # A retry or a re-dispatch goes ahead of the queue's backlog: it has waited once.
+        # A retry, a re-dispatch or an agent step resumed goes ahead of the queue's
+        # backlog: it has waited once.
         self.out.dispatch.append(Dispatch((row.id,), row.queue, row.skill,
-                                          urgent=row.attempt > 1))
+                                          urgent=row.attempt > 1 or row.started_at is not None))
 
     def revive(self) -> None:
         """Retry what failed transiently; re-dispatch what a dead worker held."""
@@ -256,7 +257,7 @@ class _Advance:
         if self.daemons is None:
             self.daemons = online_daemons(self.session, self.settings.daemon_offline_after_s)
         try:
-            return route(step.queue, step.requires, self.daemons)
+            return route(step.queue, step.requires, self.daemons, step.agent)
         except NoRoute as exc:
             raise ResolveError(f"no daemon can run it: {exc}") from None
 
@@ -384,6 +385,16 @@ def _finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
         return
     parent = session.get(StepRun, run.parent_step_run_id, with_for_update=True)
     if parent is None or StepState(parent.state).terminal:
+        return
+    if run.agent_call is not None:
+        # An agent step's execute_skill call: the step runs again once every run it
+        # waits for has ended, and reads their outcomes then (workers/agent/calls.py).
+        if parent.state == StepState.WAITING and not session.scalar(
+                select(func.count()).select_from(PipelineRun).where(
+                    PipelineRun.parent_step_run_id == parent.id, PipelineRun.id != run.id,
+                    PipelineRun.state.not_in([s.value for s in RunState if s.terminal]))):
+            transitions.resume_waiting(session, parent.id)
+            out.advance_runs.append(parent.run_id)
         return
     now = _now()
     transitions.settle_parent(parent, run, now)

@@ -26,7 +26,7 @@ def new_run_id() -> str:
 def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
                source: str, triggered_by: str | None = None,
                parent_step_run_id: str | None = None, workdir: str | None = None,
-               plan: Plan | None = None) -> str:
+               plan: Plan | None = None, agent_call: str | None = None) -> str:
     """Insert a pending run of ``skill`` (the caller commits, then requests an advance)."""
     inputs = resolve_inputs(skill.manifest, given)
     plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
@@ -35,5 +35,6 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
                         version=skill.manifest.version, source=source,
                         vault=str(vault.root.resolve()),
                         plan=plan.model_dump(mode="json", by_alias=True), inputs=inputs,
-                        triggered_by=triggered_by, parent_step_run_id=parent_step_run_id)
+                        triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
+                        agent_call=agent_call)
     return run_id

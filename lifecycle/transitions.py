@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from shared.cache import input_hash
@@ -52,11 +52,12 @@ def _values(states: Iterable[RunState | StepState]) -> list[str]:
 
 def new_run(session: Session, *, run_id: str, skill: str, version: int, source: str,
             vault: str, plan: dict[str, Any], inputs: dict[str, Any],
-            triggered_by: str | None, parent_step_run_id: str | None) -> PipelineRun:
+            triggered_by: str | None, parent_step_run_id: str | None,
+            agent_call: str | None = None) -> PipelineRun:
     run = PipelineRun(id=run_id, skill=skill, version=version, state=RunState.PENDING,
                       source=source, vault=vault, plan=plan, inputs=inputs,
                       input_hash=input_hash(inputs), progress={}, triggered_by=triggered_by,
-                      parent_step_run_id=parent_step_run_id)
+                      parent_step_run_id=parent_step_run_id, agent_call=agent_call)
     session.add(run)
     return run
 
@@ -269,11 +270,40 @@ def settle_parent(parent: StepRun, child: PipelineRun, now: datetime | None = No
         parent.error_kind = "cancelled" if child.state == RunState.CANCELLED else "nested"
 
 
+def wait_on(session: Session, row_id: str, children: Sequence[str],
+            now: datetime | None = None) -> bool:
+    """An agent step recorded waiting for ``children`` (runs its execute_skill calls
+    started): resumed at once when they have all ended already (one that ended while the
+    step was still running has nobody else to wake it); True if so."""
+    still = session.scalar(select(func.count()).select_from(PipelineRun).where(
+        PipelineRun.id.in_(list(children)), PipelineRun.state.not_in(_values(ENDED_RUN))))
+    if still:
+        return False
+    return _resume(session, row_id, now or _now())
+
+
+def resume_waiting(session: Session, row_id: str, now: datetime | None = None) -> bool:
+    """The runs an agent step waited for have ended: it goes back to its queue (pending,
+    due now: the planner's next pass sends it). False when it was not waiting."""
+    return _resume(session, row_id, now or _now())
+
+
+def _resume(session: Session, row_id: str, now: datetime) -> bool:
+    check_step(StepState.WAITING, StepState.PENDING)
+    done = session.execute(
+        update(StepRun).where(StepRun.id == row_id,
+                              StepRun.state == StepState.WAITING.value)
+        .values(state=StepState.PENDING.value, not_before=now)
+        .returning(StepRun.id).execution_options(synchronize_session=False)).first()
+    return done is not None
+
+
 def cancel_pending(session: Session, run_id: str, reason: str, now: datetime) -> None:
-    """Attempts of the run still waiting in a queue will never run."""
+    """Attempts of the run still waiting in a queue, or for sub-skill runs, never run."""
     session.execute(
         update(StepRun)
-        .where(StepRun.run_id == run_id, StepRun.state.in_([StepState.PENDING.value]))
+        .where(StepRun.run_id == run_id,
+               StepRun.state.in_([StepState.PENDING.value, StepState.WAITING.value]))
         .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
                 error_kind="cancelled")
         .execution_options(synchronize_session=False))

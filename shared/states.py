@@ -3,6 +3,8 @@
     pipeline: pending -> running -> succeeded | failed | cancelled
     step:     pending -> running -> succeeded | failed | retrying | lost | cancelled
               pending -> cancelled (never started: its run ended or was cancelled)
+              running -> waiting -> pending (an agent step waits for the runs its
+              execute_skill calls started, holding no worker slot, then runs again)
               failed -> skipped (the planner drops a failed item under on_failure: skip)
               retrying and lost are terminal for that attempt: a new attempt row follows
 
@@ -38,10 +40,11 @@ class StepState(StrEnum):
     RETRYING = "retrying"  # transient failure; the next attempt is scheduled
     LOST = "lost"  # its worker died; the next attempt was dispatched
     CANCELLED = "cancelled"  # never ran, or was stopped: its run ended or was cancelled
+    WAITING = "waiting"  # an agent step waiting on the sub-skill runs it started
 
     @property
     def terminal(self) -> bool:
-        return self not in (StepState.PENDING, StepState.RUNNING)
+        return self not in (StepState.PENDING, StepState.RUNNING, StepState.WAITING)
 
     @property
     def final(self) -> bool:
@@ -62,13 +65,15 @@ STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
     StepState.PENDING: frozenset({StepState.RUNNING, StepState.CANCELLED}),
     # running -> running: a redelivery takes over the attempt of a process that died
     StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.RETRYING,
-                                  StepState.LOST, StepState.RUNNING, StepState.CANCELLED}),
+                                  StepState.LOST, StepState.RUNNING, StepState.CANCELLED,
+                                  StepState.WAITING}),
     StepState.SUCCEEDED: frozenset(),
     StepState.FAILED: frozenset({StepState.SKIPPED}),
     StepState.SKIPPED: frozenset(),
     StepState.RETRYING: frozenset(),
     StepState.LOST: frozenset(),
     StepState.CANCELLED: frozenset(),
+    StepState.WAITING: frozenset({StepState.PENDING, StepState.CANCELLED}),
 }
 
 

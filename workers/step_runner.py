@@ -260,19 +260,27 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
 def _agent_step(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
     """An instruction-only skill, run by a model (workers/agent/; imported here, so only
     the processes that run agent steps load the model runtime)."""
+    from workers.agent.calls import Calls
     from workers.agent.executor import run_agent_step
     from workers.agent.tools_spec import allowed_skills
 
-    vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills
-    names = allowed_skills(skill, vault)
+    vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s)
+    names = allowed_skills(skill, vault.skills)
+    with transaction(ctx.database_url) as session:
+        run = session.get(PipelineRun, job.run_id)
+        source = run.source if run is not None else "production"
+    calls = Calls(ctx.database_url, job.row_id, caller=skill.name, source=source,
+                  vault=vault, allowed=names, workdir=job.workdir)
     done = run_agent_step(ctx, row_id=job.row_id, attempt=job.attempt, skill=skill,
                           inputs=with_defaults(skill.manifest, job.inputs),
-                          catalog_skills=[vault[n] for n in names],
-                          timeout_s=ctx.settings.max_step_timeout_s)
-    result = Result(StepState.SUCCEEDED if done.ok else StepState.FAILED,
-                    outputs=done.outputs, error=done.error, error_kind=done.error_kind,
-                    cost_usd=done.cost_usd, tokens_in=done.tokens_in,
-                    tokens_out=done.tokens_out)
+                          catalog_skills=[vault.skills[n] for n in names],
+                          timeout_s=ctx.settings.max_step_timeout_s, calls=calls)
+    state = StepState.WAITING if done.waiting_on else \
+        StepState.SUCCEEDED if done.ok else StepState.FAILED
+    result = Result(state, outputs=done.outputs, error=done.error,
+                    error_kind=done.error_kind, cost_usd=done.cost_usd,
+                    tokens_in=done.tokens_in, tokens_out=done.tokens_out,
+                    extra={"waiting_on": done.waiting_on})
     if done.transient and job.attempt <= AGENT_RETRIES:
         result.state = StepState.RETRYING
         result.not_before = datetime.now(UTC) + timedelta(seconds=_backoff_s(job.attempt))
@@ -350,6 +358,12 @@ def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
                     success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
                     cost_usd=mine.cost_usd, at=now,
                     production=mine.source == RunSource.PRODUCTION)
+            if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
+                children = result.extra["waiting_on"]
+                due.update(children)  # their first advance
+                if transitions.wait_on(session, job.row_id, children, now):
+                    due.add(job.run_id)  # they had ended already: it goes again now
+                continue
             if "cache" in result.extra and result.outputs is not None:
                 key, ttl = result.extra["cache"]
                 cache.store(session, key=key, skill=job.skill, version=job.version,

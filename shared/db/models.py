@@ -52,6 +52,9 @@ class PipelineRun(Base):
     triggered_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     parent_step_run_id: Mapped[str | None] = mapped_column(String(160), nullable=True,
                                                            index=True)
+    # "<run>/<step>/<item>#<tool call id>": the execute_skill call of an agent step that
+    # started this run (migration 0011), so a replayed call finds its run again.
+    agent_call: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now(), index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

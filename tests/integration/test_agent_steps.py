@@ -14,11 +14,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import STANDARD_WORKERS, VAULTS, RunResult, Stack, copy_vault
+from conftest import (
+    STANDARD_WORKERS,
+    VAULTS,
+    RunResult,
+    Stack,
+    copy_vault,
+    kill_pids,
+    wait_until,
+)
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 
 from shared.db.agent_models import AgentTurn
+from shared.db.models import PipelineRun
 
 pytestmark = pytest.mark.integration
 RunSkill = Callable[..., RunResult]
@@ -145,3 +154,62 @@ def llm_tool_results(entry: dict[str, object]) -> bool:
                for message in body.get("messages", [])
                for block in (message.get("content") if isinstance(message.get("content"),
                                                                    list) else []))
+
+
+def test_nested_agents_complete_on_an_agent_worker_of_concurrency_1(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    """Each level's execute_skill call starts the next level as a run of its own and the
+    step waits holding no slot: on d773015's model, three levels on one slot deadlock."""
+    top, mid, leaf = key(), key(), key()
+    llm.script(top, call("execute_skill", name="relay-mid",
+                         inputs={"text": f"{llm.marker(mid)} go"}), answer(text="top done"))
+    llm.script(mid, call("execute_skill", name="relay-leaf",
+                         inputs={"text": f"{llm.marker(leaf)} go"}), answer(text="mid done"))
+    llm.script(leaf, answer(text="leaf done"))
+    result = run_skill("relay-top", agents, "--json", timeout_s=180,
+                       inputs={"text": f"{llm.marker(top)} go"})
+    assert result.code == 0, result
+    assert result.json() == {"text": "top done"}
+    # Each level saw the level below's typed outputs as its tool result.
+    assert "mid done" in llm.tool_results(top)[1][0]
+    assert "leaf done" in llm.tool_results(mid)[1][0]
+    # Turn 0 of each waiting level was replayed when it ran again, not sent twice.
+    assert [len(llm.requests(k)) for k in (top, mid, leaf)] == [2, 2, 1]
+    with healthy.db() as session:
+        runs = {r.skill: r for r in session.scalars(select(PipelineRun).where(
+            PipelineRun.skill.in_(["relay-mid", "relay-leaf"]),
+            PipelineRun.created_at >= healthy.run(result.run_id or "").created_at))}
+    (top_step,) = healthy.steps(result.run_id or "")
+    (mid_step,) = healthy.steps(runs["relay-mid"].id)
+    assert runs["relay-mid"].parent_step_run_id == top_step.id
+    assert runs["relay-mid"].triggered_by == "relay-top"
+    assert runs["relay-leaf"].parent_step_run_id == mid_step.id
+    assert all(r.state == "succeeded" for r in runs.values())
+    assert (top_step.state, top_step.attempt) == ("succeeded", 1)  # one attempt, resumed
+
+
+def test_a_step_whose_worker_died_mid_request_replays_what_was_paid_for(
+        healthy: Stack, agents: Path, llm: FakeLLM, tmp_path: Path) -> None:
+    k = key()
+    # turn 0 answered and recorded; the request for turn 1 is in flight when the pool
+    # process dies; the next attempt replays turn 0 and asks for turn 1 again.
+    llm.script(k, call("skill", name="style-guide"),
+               {**answer(summary="never seen", words=0), "delay_s": 20},
+               answer(summary="plain", words=1))
+    proc = healthy.cli("run", "summarize", "--vault", str(agents), "--input",
+                       f"text={llm.marker(k)} x", "--detach", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    wait_until(lambda: len(llm.requests(k)) == 2, 60, "the second model request")
+    (row,) = healthy.steps(run_id)
+    assert row.state == "running" and row.worker_pid
+    healthy.tainted.add(AGENT_WORKER)
+    kill_pids([row.worker_pid])
+    final = healthy.wait_run(run_id, timeout_s=120)
+    assert final.state == "succeeded", final.error
+    steps = healthy.steps(run_id)
+    assert [(s.attempt, s.state) for s in steps] == [(1, "lost"), (2, "succeeded")]
+    requests = llm.requests(k)
+    assert len(requests) == 3  # turn 0 once (replayed after), turn 1 twice (never answered)
+    assert sum(1 for r in requests if not llm_tool_results(r)) == 1
+    assert [(t.turn, t.attempt) for t in turns_of(healthy, run_id)] == [(0, 1), (1, 2)]

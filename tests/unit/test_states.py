@@ -54,7 +54,8 @@ def test_a_finished_run_never_changes() -> None:
     (StepState.RUNNING, StepState.SUCCEEDED), (StepState.RUNNING, StepState.FAILED),
     (StepState.RUNNING, StepState.RETRYING), (StepState.RUNNING, StepState.LOST),
     (StepState.RUNNING, StepState.CANCELLED), (StepState.RUNNING, StepState.RUNNING),
-    (StepState.FAILED, StepState.SKIPPED)])
+    (StepState.FAILED, StepState.SKIPPED), (StepState.RUNNING, StepState.WAITING),
+    (StepState.WAITING, StepState.PENDING), (StepState.WAITING, StepState.CANCELLED)])
 def test_allowed_step_transitions(old: StepState, new: StepState) -> None:
     check_step(old, new)
 
@@ -64,7 +65,8 @@ def test_allowed_step_transitions(old: StepState, new: StepState) -> None:
     (StepState.PENDING, StepState.SKIPPED), (StepState.SUCCEEDED, StepState.FAILED),
     (StepState.SKIPPED, StepState.FAILED), (StepState.LOST, StepState.RUNNING),
     (StepState.RETRYING, StepState.RUNNING), (StepState.CANCELLED, StepState.RUNNING),
-    (StepState.FAILED, StepState.SUCCEEDED), (StepState.RUNNING, StepState.PENDING)])
+    (StepState.FAILED, StepState.SUCCEEDED), (StepState.RUNNING, StepState.PENDING),
+    (StepState.WAITING, StepState.RUNNING), (StepState.WAITING, StepState.SUCCEEDED)])
 def test_forbidden_step_transitions(old: StepState, new: StepState) -> None:
     with pytest.raises(IllegalTransition, match=f"from {old} to {new}"):
         check_step(old, new)
@@ -72,7 +74,10 @@ def test_forbidden_step_transitions(old: StepState, new: StepState) -> None:
 
 def test_sources_are_read_off_the_tables() -> None:
     assert step_sources(StepState.RUNNING) == (StepState.PENDING, StepState.RUNNING)
-    assert step_sources(StepState.CANCELLED) == (StepState.PENDING, StepState.RUNNING)
+    assert step_sources(StepState.CANCELLED) == (StepState.PENDING, StepState.RUNNING,
+                                                 StepState.WAITING)
+    assert step_sources(StepState.WAITING) == (StepState.RUNNING,)
+    assert step_sources(StepState.PENDING) == (StepState.WAITING,)
     assert step_sources(StepState.SKIPPED) == (StepState.FAILED,)
     assert run_sources(RunState.CANCELLED) == (RunState.PENDING, RunState.RUNNING)
     assert run_sources(RunState.PENDING) == ()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import Agent, Tool
+from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.exceptions import (
     ModelHTTPError,
     UnexpectedModelBehavior,
@@ -32,6 +32,7 @@ from shared.errors import AgentError
 from shared.skill import Skill
 from shared.vault import open_skill
 from workers.agent import tools_spec
+from workers.agent.calls import Calls
 from workers.agent.models import credentials, effective_model
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.prompt import build_prompt, skill_content
@@ -58,6 +59,7 @@ class AgentOutcome:
     turns_sent: int = 0
     turns_replayed: int = 0
     warnings: list[str] = field(default_factory=list)
+    waiting_on: list[str] = field(default_factory=list)  # runs its execute_skill started
 
 
 class _Turns:
@@ -125,8 +127,9 @@ def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]
 
 def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skill,
                    inputs: Mapping[str, Any], catalog_skills: list[Skill],
-                   timeout_s: float) -> AgentOutcome:
-    """Run the step to its answer; an outcome, never an exception for the model's faults."""
+                   timeout_s: float, calls: Calls | None = None) -> AgentOutcome:
+    """Run the step to its answer, or until it waits for the runs its execute_skill calls
+    started (``waiting_on``); an outcome, never an exception for the model's faults."""
     run_id, step_id, item, _ = row_id.rsplit("/", 3)
     key = TurnKey(run_id, step_id, int(item))
     m = skill.manifest
@@ -145,7 +148,10 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     model = RecordedModel(infer_model(ref.pydantic_ai_string), turns, str(ref))
     allowed = list(prompt.catalog)
     tools = [_skill_tool(skill, skill.folder.parent, allowed)] if allowed else []
-    agent: Agent[None, Any] = Agent(model, output_type=output_type(m),
+    if allowed and calls is not None:
+        calls.allowed = allowed
+        tools.append(calls.tool())
+    agent: Agent[None, Any] = Agent(model, output_type=[output_type(m), DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
                                     retries={"output": OUTPUT_RETRIES})
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
@@ -153,7 +159,11 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     try:
         result = asyncio.run(asyncio.wait_for(
             agent.run(prompt.user, usage_limits=limits), timeout=timeout_s))
-        outcome.ok, outcome.outputs = True, outputs_of(result.output)
+        if isinstance(result.output, DeferredToolRequests):
+            assert calls is not None  # only execute_skill defers
+            outcome.waiting_on = list(dict.fromkeys(calls.waiting))
+        else:
+            outcome.ok, outcome.outputs = True, outputs_of(result.output)
     except BudgetSpent as exc:
         outcome.error, outcome.error_kind = str(exc), "budget"
     except UsageLimitExceeded as exc:

@@ -21,7 +21,8 @@ writes included, as Pydantic AI reports ``RunUsage.input_tokens`` on every provi
 provider's wire format splits it its own way (Anthropic's ``input_tokens`` excludes the
 cached parts, OpenAI's ``prompt_tokens`` includes them). ``"expect_tool_result": "abc"``
 makes the turn fail with a 400 unless a tool result sent back in this request contains
-``abc``.
+``abc``. ``"delay_s": 5`` answers only after that long (a slow model: a test can kill the
+worker waiting on it).
 
 The conversation key is the first ``[[fake:KEY]]`` marker in the request's system prompt
 or instructions, then its messages or input; a request with none uses the key
@@ -44,7 +45,7 @@ DEFAULT_KEY = "default"
 KEY_FIELDS = ("system", "instructions", "messages", "input")
 DEFAULT_USAGE = {"input": 10, "output": 5, "cache_read": 0, "cache_write": 0}
 TURN_KINDS = ("text", "tool_calls", "output", "error")
-TURN_FIELDS = {*TURN_KINDS, "usage", "tool", "expect_tool_result"}
+TURN_FIELDS = {*TURN_KINDS, "usage", "tool", "expect_tool_result", "delay_s"}
 
 
 def marker(key: str) -> str:

@@ -163,6 +163,8 @@ class Handler(BaseHTTPRequestHandler):
             )
             self._send_json(400, api.error(failure), request_id)
             return
+        if turn.get("delay_s"):  # a model slow to answer: time to kill a worker mid-request
+            time.sleep(float(turn["delay_s"]))
         reply = resolve(turn, api.view(body), api.CALL_PREFIX)
         if isinstance(reply, Failure):
             headers = dict(request_id)
