@@ -123,6 +123,59 @@ def leave_note(session: Session, failure: StepFailure, *, secrets: Mapping[str, 
     return note_id
 
 
+AGENT_REPORT = "agent_report"  # the diagnosis kind of a note a model filed itself
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    """What an agent step's ``skill_improvement_note`` call says (the seed's fields)."""
+
+    skill: str
+    version: int
+    step: str  # which SKILL.md step of that skill, as the model names it
+    error: str
+    diagnosis: str
+    suggested_fix: str
+    inputs: Any
+    pipeline: str  # the run's own skill
+    run_id: str
+    step_run_id: str  # "<calling attempt>#<tool call id>": a replayed call files it once
+    worker: str | None
+
+
+def leave_agent_note(session: Session, report: AgentReport, *,
+                     secrets: Mapping[str, str]) -> int:
+    """File ``report`` as an improvement note, or count it on the live agent note of the
+    same (skill, version, step); the note's id. A call already filed (its step_run_id
+    seen) is not counted again."""
+    seen = session.scalar(select(ImprovementNote.id).where(
+        ImprovementNote.step_run_id == report.step_run_id))
+    if seen is not None:
+        return int(seen)
+    now = datetime.now(UTC)
+    values = {
+        "skill": report.skill, "version": report.version, "step_id": report.step[:64],
+        "pipeline": report.pipeline, "run_id": report.run_id,
+        "step_run_id": report.step_run_id[:160],
+        "error": redact(report.error, secrets)[:MAX_ERROR_TEXT], "error_kind": "agent_note",
+        "exit_code": None, "inputs": safe_inputs(report.inputs, secrets),
+        "diagnosis": AGENT_REPORT, "summary": redact(report.diagnosis, secrets),
+        "suggested_fix": redact(report.suggested_fix, secrets), "worker": report.worker,
+        "count": 1, "status": Status.OPEN.value, "first_seen": now, "last_seen": now,
+    }
+    stmt = insert(ImprovementNote).values(**values)
+    table = ImprovementNote.__table__
+    upsert = stmt.on_conflict_do_update(
+        index_elements=["skill", "version", "step_id", "diagnosis"], index_where=LIVE_WHERE,
+        set_={"count": table.c.count + 1, "last_seen": now, "run_id": stmt.excluded.run_id,
+              "step_run_id": stmt.excluded.step_run_id, "error": stmt.excluded.error,
+              "inputs": stmt.excluded.inputs, "summary": stmt.excluded.summary,
+              "suggested_fix": stmt.excluded.suggested_fix,
+              "pipeline": stmt.excluded.pipeline, "worker": stmt.excluded.worker},
+    ).returning(table.c.id)
+    return int(session.execute(upsert).scalar_one())
+
+
 def list_notes(session: Session, skill: str | None = None, *, include_closed: bool = False,
                limit: int = 200) -> list[ImprovementNote]:
     """Newest first; open (and wontfix) only unless ``include_closed``."""

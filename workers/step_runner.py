@@ -260,21 +260,16 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
 def _agent_step(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
     """An instruction-only skill, run by a model (workers/agent/; imported here, so only
     the processes that run agent steps load the model runtime)."""
-    from workers.agent.calls import Calls
-    from workers.agent.executor import run_agent_step
-    from workers.agent.tools_spec import allowed_skills
+    from workers.agent.step import run_step
 
-    vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s)
-    names = allowed_skills(skill, vault.skills)
-    with transaction(ctx.database_url) as session:
-        run = session.get(PipelineRun, job.run_id)
-        source = run.source if run is not None else "production"
-    calls = Calls(ctx.database_url, job.row_id, caller=skill.name, source=source,
-                  vault=vault, allowed=names, workdir=job.workdir)
-    done = run_agent_step(ctx, row_id=job.row_id, attempt=job.attempt, skill=skill,
-                          inputs=with_defaults(skill.manifest, job.inputs),
-                          catalog_skills=[vault.skills[n] for n in names],
-                          timeout_s=ctx.settings.max_step_timeout_s, calls=calls)
+    try:
+        secrets = secrets_for(skill.manifest.auth)
+    except MissingSecret as exc:
+        return Result(StepState.FAILED, error=str(exc), error_kind="missing_secret")
+    done = run_step(ctx, row_id=job.row_id, attempt=job.attempt, vault_root=job.vault,
+                    workdir=job.workdir, skill=skill,
+                    inputs=with_defaults(skill.manifest, job.inputs), secrets=secrets,
+                    worker=ctx.hostname)
     state = StepState.WAITING if done.waiting_on else \
         StepState.SUCCEEDED if done.ok else StepState.FAILED
     result = Result(state, outputs=done.outputs, error=done.error,

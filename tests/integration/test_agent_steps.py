@@ -28,6 +28,7 @@ from support.fake_llm import FakeLLM
 
 from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun
+from shared.db.notes_models import ImprovementNote
 
 pytestmark = pytest.mark.integration
 RunSkill = Callable[..., RunResult]
@@ -213,3 +214,32 @@ def test_a_step_whose_worker_died_mid_request_replays_what_was_paid_for(
     assert len(requests) == 3  # turn 0 once (replayed after), turn 1 twice (never answered)
     assert sum(1 for r in requests if not llm_tool_results(r)) == 1
     assert [(t.turn, t.attempt) for t in turns_of(healthy, run_id)] == [(0, 1), (1, 2)]
+
+
+def test_a_note_is_filed_once_and_a_disabled_skill_is_not_loaded(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill,
+        tmp_path: Path) -> None:
+    off = healthy.cli("disable", "secret-plan", "--vault", str(agents), cwd=tmp_path)
+    assert off.returncode == 0, off.stderr
+    k = key()
+    llm.script(k, call("skill", name="secret-plan"), call("skill", name="style-guide"),
+               call("skill_improvement_note", skill_name="style-guide",
+                    error="it says nothing about numbers",
+                    diagnosis="the guide predates the word count output",
+                    suggested_fix="add a line on writing counts as digits"),
+               answer(summary="plain", words=1))
+    result = run_skill("summarize-any", agents, "--json",
+                       inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result
+    results = llm.tool_results(k)
+    assert "no skill 'secret-plan'" in results[1][0]  # catalog: all, but disabled
+    assert '<skill_content name="style-guide">' in results[2][0]
+    assert "filed improvement note" in results[3][0]
+    with healthy.db() as session:
+        notes = session.scalars(select(ImprovementNote).where(
+            ImprovementNote.skill == "style-guide",
+            ImprovementNote.run_id == result.run_id)).all()
+    assert [(n.diagnosis, n.summary, n.count) for n in notes] == [
+        ("agent_report", "the guide predates the word count output", 1)]
+    shown = healthy.cli("notes", "style-guide", cwd=tmp_path)
+    assert "add a line on writing counts as digits" in shown.stdout, shown

@@ -1,0 +1,48 @@
+"""An agent step as the step runner sees it: what the executor needs, gathered.
+
+The skills the step may load and execute (its sub-skills.json, or every skill with
+``catalog: all``), less those the library has disabled in the run's vault; its
+execute_skill and skill_improvement_note tools; then the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from lifecycle.context import WorkerContext
+from shared.db.library_models import LibrarySkill
+from shared.db.models import PipelineRun
+from shared.db.session import transaction
+from shared.skill import Skill
+from shared.vault import open_vault
+from workers.agent.calls import Calls
+from workers.agent.executor import AgentOutcome, run_agent_step
+from workers.agent.note_tool import NoteTool
+from workers.agent.tools_spec import allowed_skills
+
+
+def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
+             workdir: str | None, skill: Skill, inputs: Mapping[str, Any],
+             secrets: Mapping[str, str], worker: str | None) -> AgentOutcome:
+    run_id = row_id.split("/", 1)[0]
+    vault = open_vault(vault_root, ttl_s=ctx.settings.discovery_ttl_s)
+    with transaction(ctx.database_url) as session:
+        run = session.get(PipelineRun, run_id)
+        source = run.source if run is not None else "production"
+        pipeline = run.skill if run is not None else skill.name
+        disabled = {n for n in session.scalars(select(LibrarySkill.name).where(
+            LibrarySkill.vault == (run.vault if run is not None else str(vault_root)),
+            LibrarySkill.enabled.is_(False), LibrarySkill.name.is_not(None))) if n}
+    names = allowed_skills(skill, vault.skills, disabled)
+    calls = Calls(ctx.database_url, row_id, caller=skill.name, source=source, vault=vault,
+                  allowed=names, workdir=workdir)
+    notes = NoteTool(ctx.database_url, row_id, pipeline=pipeline, vault=vault,
+                     secrets=secrets, worker=worker)
+    return run_agent_step(ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
+                          catalog_skills=[vault.skills[n] for n in names],
+                          timeout_s=ctx.settings.max_step_timeout_s, calls=calls,
+                          notes=notes)
