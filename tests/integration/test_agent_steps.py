@@ -243,3 +243,31 @@ def test_a_note_is_filed_once_and_a_disabled_skill_is_not_loaded(
         ("agent_report", "the guide predates the word count output", 1)]
     shown = healthy.cli("notes", "style-guide", cwd=tmp_path)
     assert "add a line on writing counts as digits" in shown.stdout, shown
+
+
+def test_bash_runs_in_a_scratch_copy_with_nothing_of_the_worker(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, call("bash", command="wc -w < notes.txt; touch made-here; env"),
+               answer(words=3))
+    result = run_skill("count-words", agents, "--json",
+                       inputs={"label": llm.marker(k)})
+    assert result.code == 0, result
+    assert result.json() == {"words": 3}
+    (shown,) = llm.tool_results(k)[1]
+    ran = json.loads(shown)
+    assert ran["exit_code"] == 0 and ran["stdout"].startswith("3\n"), ran
+    # The scrubbed environment of a script step: nothing of the worker's settings.
+    assert "SKILLQ_DATABASE_URL" not in ran["stdout"]
+    assert "ANTHROPIC_API_KEY" not in ran["stdout"]
+    assert not (agents / "count-words" / "made-here").exists()  # a copy, not the vault
+
+
+def test_bash_is_offered_only_to_a_skill_that_lists_it(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, answer(summary="s", words=1))
+    result = run_skill("summarize", agents, inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result
+    (body,) = llm.bodies(k)
+    assert "bash" not in {t["name"] for t in body["tools"]}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,6 @@ from shared.vault import open_skill
 from workers.agent import tools_spec
 from workers.agent.calls import Calls
 from workers.agent.models import credentials, effective_model
-from workers.agent.note_tool import NoteTool
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.prompt import build_prompt, skill_content
 from workers.agent.replay import RecordedModel, Turn
@@ -129,7 +128,7 @@ def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]
 def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skill,
                    inputs: Mapping[str, Any], catalog_skills: list[Skill],
                    timeout_s: float, calls: Calls | None = None,
-                   notes: NoteTool | None = None) -> AgentOutcome:
+                   extra_tools: Sequence[Tool[None]] = ()) -> AgentOutcome:
     """Run the step to its answer, or until it waits for the runs its execute_skill calls
     started (``waiting_on``); an outcome, never an exception for the model's faults."""
     run_id, step_id, item, _ = row_id.rsplit("/", 3)
@@ -153,8 +152,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     if allowed and calls is not None:
         calls.allowed = allowed
         tools.append(calls.tool())
-    if notes is not None:
-        tools.append(notes.tool())
+    tools.extend(extra_tools)
     agent: Agent[None, Any] = Agent(model, output_type=[output_type(m), DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
                                     retries={"output": OUTPUT_RETRIES})

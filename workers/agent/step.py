@@ -19,10 +19,14 @@ from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.skill import Skill
 from shared.vault import open_vault
+from workers.agent import tools_spec
+from workers.agent.bash_tool import BashTool
 from workers.agent.calls import Calls
 from workers.agent.executor import AgentOutcome, run_agent_step
 from workers.agent.note_tool import NoteTool
 from workers.agent.tools_spec import allowed_skills
+
+BASH_TIMEOUT_S = 300.0  # one bash call: the step's own timeout still bounds them all
 
 
 def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
@@ -40,9 +44,12 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
     names = allowed_skills(skill, vault.skills, disabled)
     calls = Calls(ctx.database_url, row_id, caller=skill.name, source=source, vault=vault,
                   allowed=names, workdir=workdir)
-    notes = NoteTool(ctx.database_url, row_id, pipeline=pipeline, vault=vault,
-                     secrets=secrets, worker=worker)
+    tools = [NoteTool(ctx.database_url, row_id, pipeline=pipeline, vault=vault,
+                      secrets=secrets, worker=worker).tool()]
+    if tools_spec.BASH in skill.manifest.tools_used:
+        tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
+                              max_output_bytes=ctx.settings.max_output_bytes).tool())
     return run_agent_step(ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
                           catalog_skills=[vault.skills[n] for n in names],
                           timeout_s=ctx.settings.max_step_timeout_s, calls=calls,
-                          notes=notes)
+                          extra_tools=tools)
