@@ -3,7 +3,8 @@
 A step goes to its approach's queue (``default``, ``dom0`` ...), which every daemon serving
 that queue class consumes. It is narrowed to one daemon's own queue (``default@gpu-box``)
 when the skill pins a daemon (``requires.daemon``), or when only some of the daemons
-serving the queue have the software and capabilities it requires. Among eligible
+serving the queue have the software and capabilities it requires, or (an agent step) the
+credentials of the model it would run on there (agent_routing.py). Among eligible
 daemons, ``agent`` daemons are preferred to ``daily-driver`` ones; when several remain
 but not all, a fan-out's messages take turns among them. A step that no online daemon can
 run is refused before anything is sent, naming what is missing and who lacks it.
@@ -19,8 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from lifecycle.agent_routing import WorkerModels, lacks
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.manifest import Requires
+from shared.plan import AgentModel
 
 ROLE_RANK = {"agent": 0, "daily-driver": 1}
 
@@ -33,6 +36,7 @@ class OnlineDaemon:
     capabilities: frozenset[str]
     software: frozenset[str]  # found on its PATH
     looked_for: frozenset[str]  # every program it has looked for, found or not
+    workers: tuple[WorkerModels, ...] = ()  # its live workers' model providers
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,31 @@ def unknown_software(requires: Requires, daemons: Sequence[OnlineDaemon]) -> set
 def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemon]:
     cutoff = datetime.now(UTC) - timedelta(seconds=offline_after_s)
     rows = session.execute(
-        select(Daemon, DaemonWorker.queues).join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
+        select(Daemon, DaemonWorker).join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
         .where(DaemonWorker.heartbeat_at >= cutoff)).all()
-    merged: dict[str, tuple[Daemon, set[str]]] = {}
-    for daemon, queues in rows:
-        merged.setdefault(daemon.name, (daemon, set()))[1].update(queues)
-    return [OnlineDaemon(d.name, d.role, frozenset(q), frozenset(d.capabilities),
+    merged: dict[str, tuple[Daemon, list[DaemonWorker]]] = {}
+    for daemon, worker in rows:
+        merged.setdefault(daemon.name, (daemon, []))[1].append(worker)
+    return [OnlineDaemon(d.name, d.role, frozenset(q for w in ws for q in w.queues),
+                         frozenset(d.capabilities),
                          frozenset(k for k, v in d.software.items() if v),
-                         frozenset(d.software)) for d, q in merged.values()]
+                         frozenset(d.software),
+                         tuple(WorkerModels(frozenset(w.queues), frozenset(w.model_providers),
+                                            w.agent_model) for w in ws))
+            for d, ws in merged.values()]
 
 
-def _lacks(daemon: OnlineDaemon, requires: Requires) -> list[str]:
+def _lacks(daemon: OnlineDaemon, requires: Requires, queue: str = "",
+           agent: AgentModel | None = None) -> list[str]:
     return [*(f"software '{s}'" for s in requires.software if s not in daemon.software),
             *(f"capability '{c}'" for c in requires.capabilities
-              if c not in daemon.capabilities)]
+              if c not in daemon.capabilities),
+            *lacks(daemon.workers, daemon.name, queue, agent)]
 
 
-def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon]) -> Route:
+def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon],
+          agent: AgentModel | None = None) -> Route:
+    """Where a step goes; ``agent``: an agent step's model (PlanStep.agent)."""
     serving = sorted((d for d in daemons if queue in d.queues), key=lambda d: d.name)
     if requires.daemon:
         pinned = next((d for d in daemons if d.name == requires.daemon), None)
@@ -84,7 +96,7 @@ def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon]) -> Ro
             raise NoRoute(f"it is pinned to daemon '{requires.daemon}', which serves no "
                           f"'{queue}' queue; start one there with `skillq worker --daemon "
                           f"{requires.daemon} --queues {queue}`")
-        missing = _lacks(pinned, requires)
+        missing = _lacks(pinned, requires, queue, agent)
         if missing:
             raise NoRoute(f"it is pinned to daemon '{requires.daemon}', which lacks "
                           f"{', '.join(missing)}")
@@ -92,10 +104,17 @@ def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon]) -> Ro
     if not serving:
         raise NoRoute(f"no online daemon serves queue '{queue}'; start one with `skillq "
                       f"worker --queues {queue}`")
-    eligible = [d for d in serving if not _lacks(d, requires)]
+    missing_by = {d.name: _lacks(d, requires, queue, agent) for d in serving}
+    eligible = [d for d in serving if not missing_by[d.name]]
     if not eligible:
-        lacking = "; ".join(f"{d.name} lacks {', '.join(_lacks(d, requires))}"
-                            for d in serving)
+        shared = {tuple(m) for m in missing_by.values()}
+        if agent is not None and len(shared) == 1 and not _lacks(serving[0], requires):
+            # Every daemon lacks the same setting: name it once, and where it goes.
+            (need,) = shared
+            raise NoRoute(f"no online daemon serving '{queue}' ({_names(serving)}) has "
+                          f"{', '.join(need)}; set it in the environment of a worker serving "
+                          f"'{queue}' (docs/machines.md, Agent steps)")
+        lacking = "; ".join(f"{name} lacks {', '.join(m)}" for name, m in missing_by.items())
         raise NoRoute(f"no online daemon serving '{queue}' has what it requires ({lacking})")
     best = min(ROLE_RANK.get(d.role, 9) for d in eligible)
     chosen = [d for d in eligible if ROLE_RANK.get(d.role, 9) == best]

@@ -81,6 +81,9 @@ def plan_steps(vault: Vault, plan: Plan, prefix: str = "") -> list[tuple[str, Pl
 def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
     """Why some step of this run could not be routed to an online daemon, or None.
 
+    An agent step needs a daemon holding its model's credentials: refused here, naming
+    the variable, rather than failing on a worker once dispatched.
+
     Software no daemon has looked for yet is asked for (``wanted_software``) and the
     answer awaited for a couple of heartbeats, so routing never guesses.
     """
@@ -98,7 +101,7 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
                             f"serves it; start one with `skillq worker --queues {CONTROL_QUEUE}`")
         for path, step in steps:
             try:
-                route(step.queue, step.requires, daemons)
+                route(step.queue, step.requires, daemons, step.agent)
             except NoRoute as exc:
                 problems.append(f"step '{path}' ({step.skill}) needs queue '{step.queue}': "
                                 f"{exc}")

@@ -8,9 +8,11 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from shared.errors import AgentError
 from shared.graph import cycle_text, find_cycle
 from shared.inputs import input_problems
 from shared.manifest import Approach
+from shared.model_spec import resolve
 from shared.problems import Problem
 from shared.refs import RefSyntaxError, Template, parse_template, walk_strings
 from shared.screen_checks import check_screen
@@ -22,13 +24,14 @@ _ENV_VAR = re.compile(r"\$(\{|[A-Za-z_])")
 _SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php",
                     ".R", ".jl", ".lua"}
 _NEEDS_RUN = {Approach.API, Approach.CODE, Approach.WEB, Approach.DOM0, Approach.CMD0}
-_AGENT_ONLY = frozenset({"catalog", "max_turns", "budget_usd"})
+_AGENT_ONLY = frozenset({"catalog", "max_turns", "budget_usd", "timeout"})
 
 
 def check_skill(skill: Skill) -> list[Problem]:
     problems: list[Problem] = []
     problems.extend(_check_shape(skill))
     problems.extend(_check_fields(skill))
+    problems.extend(_check_model(skill))
     if skill.manifest.run is not None:
         problems.extend(check_command(skill))
     if skill.manifest.steps is not None:
@@ -89,6 +92,17 @@ def _check_fields(skill: Skill) -> Iterator[Problem]:
         if m.steps is not None and out.from_ is None:
             yield skill.problem(("outputs", i), "an orchestrator output needs `from:` naming "
                                 "where it comes from, e.g. from: ${steps.ID.outputs.NAME}")
+
+
+def _check_model(skill: Skill) -> Iterator[Problem]:
+    # Here rather than at run time: a model no provider matches would otherwise be found
+    # only by the worker, after the run was dispatched.
+    if skill.manifest.model is None:
+        return
+    try:
+        resolve(skill.manifest.model)
+    except AgentError as exc:
+        yield skill.problem(("model",), str(exc))
 
 
 def check_command(skill: Skill) -> Iterator[Problem]:

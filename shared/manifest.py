@@ -158,6 +158,8 @@ class Manifest(Frozen):
     catalog: Literal["sub-skills", "all"] = "sub-skills"
     max_turns: StrictInt | None = Field(default=None, ge=1)
     budget_usd: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout: StrictFloat | StrictInt | None = Field(default=None, gt=0,
+                                                    description="seconds an agent step runs")
     estimated_cost: Label | None = None
     estimated_duration: Label | None = None
     cache: CacheSpec = CacheSpec()

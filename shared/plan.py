@@ -20,6 +20,15 @@ from shared.stepgraph import step_dependencies
 StepKind = Literal["script", "orchestrator", "instructions"]
 
 
+class AgentModel(Frozen):
+    """An agent step's model as its skill declares it. Which model it runs on also
+    depends on the daemon's default (shared/model_spec.effective_model), so routing
+    resolves it per daemon, against the providers each one announced."""
+
+    model: str | None = None
+    override: bool = False  # the skill's model_override
+
+
 class PlanStep(Frozen):
     id: str
     skill: str
@@ -37,6 +46,7 @@ class PlanStep(Frozen):
     # when the vault holds another version), not from the vault at run start.
     pinned: bool = False
     requires: Requires = Requires()  # where it may run: routed at launch (routing.py)
+    agent: AgentModel | None = None  # set for an agent step (kind instructions)
 
     @property
     def fans_out(self) -> bool:
@@ -68,7 +78,9 @@ def _plan_step(step_id: str, callee: Skill, **fields: Any) -> PlanStep:
         "queue": _queue(m),
         "array_outputs": tuple(o.name for o in m.outputs if o.value_type.is_array),
         "retries": m.run.retries if m.run else 0,
-        "timeout_s": m.run.timeout if m.run else None, "requires": m.requires, **fields})
+        "timeout_s": m.run.timeout if m.run else None, "requires": m.requires,
+        "agent": AgentModel(model=m.model, override=m.model_override)
+        if m.kind == "instructions" else None, **fields})
 
 
 def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, Any],

@@ -1,9 +1,11 @@
-"""A daemon tells the others what it is: capabilities, software, skills, queues, role.
+"""A daemon tells the others what it is: capabilities, software, skills, queues, role,
+and for agent steps the model providers each worker holds credentials for.
 
 Each worker process of a daemon announces when it is ready and again at every heartbeat;
 the planner routes only to daemons whose workers were heard from within
 SKILLQ_DAEMON_OFFLINE_AFTER_S. The queues are read from the worker's live consumer, so a
 queue a worker stops consuming (``celery control cancel_consumer``) stops being routed to.
+Model providers are announced by name only: the keys stay in the worker's environment.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
 from shared.settings import Settings
 from shared.vault import open_vault
+from workers.agent.models import providers_held
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,10 @@ class Capabilities:
     capabilities: tuple[str, ...]
     software: dict[str, str | None]  # program -> where it was found on PATH, or None
     skills: dict[str, int]  # skill -> version in this daemon's vault
+    # This worker process's own: a daemon's workers may be started with different
+    # environments, so these go on its daemon_workers row, not the daemon's.
+    model_providers: tuple[str, ...] = ()
+    agent_model: str | None = None
 
 
 def daemon_name(settings: Settings) -> str:
@@ -104,7 +111,8 @@ def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
     return Capabilities(daemon=daemon_name(settings), device_id=_device_id(),
                         platform=_platform(), role=settings.role,
                         capabilities=detect_capabilities(settings), software=software,
-                        skills=skills)
+                        skills=skills, model_providers=tuple(sorted(providers_held(os.environ))),
+                        agent_model=settings.agent_model or None)
 
 
 def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterable[str],
@@ -118,7 +126,8 @@ def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterabl
         index_elements=[Daemon.name], set_={k: v for k, v in values.items()
                                             if k not in ("name", "started_at")}))
     worker = {"node": node, "daemon": caps.daemon, "queues": sorted(set(queues)), "pid": pid,
-              "heartbeat_at": now}
+              "heartbeat_at": now, "model_providers": list(caps.model_providers),
+              "agent_model": caps.agent_model}
     session.execute(insert(DaemonWorker).values(**worker).on_conflict_do_update(
         index_elements=[DaemonWorker.node], set_=worker))
 

@@ -39,6 +39,11 @@ class DaemonWorker(Base):
                                         index=True)
     queues: Mapped[list[str]] = mapped_column(JSONB)
     pid: Mapped[int] = mapped_column(Integer)
+    # Agent steps: the providers whose credentials this process holds (names, never
+    # values) and its SKILLQ_AGENT_MODEL. Per worker: each reads its own environment.
+    model_providers: Mapped[list[str]] = mapped_column(JSONB, default=list,
+                                                       server_default="[]")
+    agent_model: Mapped[str | None] = mapped_column(String(200), default=None)
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

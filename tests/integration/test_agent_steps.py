@@ -271,3 +271,19 @@ def test_bash_is_offered_only_to_a_skill_that_lists_it(
     assert result.code == 0, result
     (body,) = llm.bodies(k)
     assert "bash" not in {t["name"] for t in body["tools"]}
+
+
+def test_a_budget_counts_what_the_skills_it_executed_cost(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    top, leaf = key(), key()
+    llm.script(top, call("execute_skill", name="relay-leaf",
+                         inputs={"text": f"{llm.marker(leaf)} go"}),
+               answer(text="never paid for"))
+    llm.script(leaf, {**answer(text="leaf done"), "usage": {"input": 2000, "output": 400}})
+    result = run_skill("relay-budget", agents, inputs={"text": f"{llm.marker(top)} go"},
+                       timeout_s=180)
+    assert result.code == 1, result
+    # $0.002 of its own and $0.004 in relay-leaf: past $0.005 before its second request
+    assert "budget of $0.005 reached" in result.proc.stderr, result
+    assert "$0.0040 in the skills it executed" in result.proc.stderr, result
+    assert len(llm.requests(top)) == 1

@@ -582,6 +582,25 @@ def test_cache_enabled_on_an_agent_skill(vault: Vault, extra: str) -> None:
                    line=vault.line_of("helper/SKILL.md", "enabled: true"))
 
 
+@pytest.mark.parametrize(("model", "phrase"), [
+    ("llama3", "model 'llama3' is not one skillq can place with a provider"),
+    ("google:gemini-2.5-pro", "names an unknown provider 'google'"),
+    ("antropic:claude-haiku-4-5", "did you mean 'anthropic:claude-haiku-4-5'"),
+], ids=["bare-unknown", "unknown-provider", "misspelt-provider"])
+def test_a_model_no_provider_matches(vault: Vault, model: str, phrase: str) -> None:
+    vault.write("helper/SKILL.md", HELPER_MD.format(name="helper", extra=f"model: {model}\n"))
+    found = assert_problem(validate(), "helper/SKILL.md", "model", phrase,
+                           line=vault.line_of("helper/SKILL.md", "model:"))
+    assert "provider:name" in found and "openai-chat:" in found  # the accepted forms
+
+
+@pytest.mark.parametrize("model", ["anthropic:claude-haiku-4-5", "claude-haiku-4-5-20251001",
+                                   "openai-chat:qwen2.5:7b", "o3-mini"])
+def test_a_model_of_a_known_provider_is_fine(vault: Vault, model: str) -> None:
+    vault.write("helper/SKILL.md", HELPER_MD.format(name="helper", extra=f"model: {model}\n"))
+    assert validate().code == 0
+
+
 def test_required_input_with_a_default(vault: Vault) -> None:
     vault.edit("leaf/SKILL.md", "    required: true\n",
                "    required: true\n    default: https://example.com\n")

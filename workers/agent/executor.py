@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.models import infer_model
 from pydantic_ai.usage import UsageLimits
+from sqlalchemy import text
 
 from lifecycle.context import WorkerContext
 from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
@@ -40,6 +41,16 @@ from workers.agent.replay import RecordedModel, Turn
 
 OUTPUT_RETRIES = 1  # an invalid structured answer is asked for once more, then it fails
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+# The step costs of every run an agent step item started with execute_skill, and of the
+# runs those started, to any depth.
+_TREE_COST = (
+    "WITH RECURSIVE tree(id) AS ("
+    " SELECT id FROM pipeline_runs WHERE starts_with(agent_call, :prefix)"
+    " UNION SELECT p.id FROM pipeline_runs p JOIN step_runs s ON p.parent_step_run_id = s.id"
+    " JOIN tree t ON s.run_id = t.id) "
+    "SELECT coalesce(sum(cost_usd), 0) FROM step_runs WHERE run_id IN (SELECT id FROM tree)")
 
 
 class BudgetSpent(Exception):
@@ -72,15 +83,20 @@ class _Turns:
         self.budget_usd = budget_usd
         with transaction(database_url) as session:
             self.rows = {t.turn: _turn_of(t) for t in recorded_turns(session, key)}
+            # what its execute_skill runs cost, however deep: read when it (re)starts,
+            # which is after every run it waited for has ended
+            self.sub_skills_usd = float(session.scalar(text(_TREE_COST), {
+                "prefix": f"{key.run_id}/{key.step_id}/{key.item_index}#"}) or 0.0)
 
     def recorded(self, index: int) -> Turn | None:
         return self.rows.get(index)
 
     def before_request(self, index: int) -> None:
-        spent = self.cost_usd
+        spent = self.cost_usd + self.sub_skills_usd
         if self.budget_usd is not None and spent >= self.budget_usd:
             raise BudgetSpent(f"budget of ${self.budget_usd:g} reached (spent "
-                              f"${spent:.4f} on {len(self.rows)} model request(s))")
+                              f"${spent:.4f}: {len(self.rows)} model request(s) of its own, "
+                              f"${self.sub_skills_usd:.4f} in the skills it executed)")
 
     def record(self, turn: Turn) -> None:
         record = TurnRecord(
@@ -142,17 +158,23 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     if missing:
         return AgentOutcome(False, error=f"model {ref} needs {missing}, which this worker "
                             "does not have", error_kind="no_credentials")
+    wrapped = infer_model(ref.pydantic_ai_string)
+    # A model without tool calls gets seed 004's fallback: the bodies it would have
+    # loaded inline, and no tools (so no execute_skill: it cannot wait on sub-skills).
+    tool_calls = bool(wrapped.profile.get("supports_tools", True))
     prompt = build_prompt(skill, inputs, catalog_skills,
                           prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
-                          catalog_budget_chars=ctx.settings.agent_catalog_budget_chars)
+                          catalog_budget_chars=ctx.settings.agent_catalog_budget_chars,
+                          tool_calls=tool_calls)
     turns = _Turns(ctx.database_url, key, attempt, m.budget_usd)
-    model = RecordedModel(infer_model(ref.pydantic_ai_string), turns, str(ref))
-    allowed = list(prompt.catalog)
+    model = RecordedModel(wrapped, turns, str(ref))
+    allowed = list(prompt.catalog) if tool_calls else []
     tools = [_skill_tool(skill, skill.folder.parent, allowed)] if allowed else []
     if allowed and calls is not None:
         calls.allowed = allowed
         tools.append(calls.tool())
-    tools.extend(extra_tools)
+    if tool_calls:
+        tools.extend(extra_tools)
     agent: Agent[None, Any] = Agent(model, output_type=[output_type(m), DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
                                     retries={"output": OUTPUT_RETRIES})

@@ -51,5 +51,6 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                               max_output_bytes=ctx.settings.max_output_bytes).tool())
     return run_agent_step(ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
                           catalog_skills=[vault.skills[n] for n in names],
-                          timeout_s=ctx.settings.max_step_timeout_s, calls=calls,
+                          timeout_s=float(skill.manifest.timeout or
+                                          ctx.settings.max_step_timeout_s), calls=calls,
                           extra_tools=tools)
