@@ -15,6 +15,7 @@ from filelock import FileLock
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from lifecycle.run_costs import RunCost, tree_costs
 from shared.atomic import write_json
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
@@ -68,10 +69,14 @@ def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
         select(PipelineRun, duration).where(PipelineRun.skill == skill, final,
                                             PipelineRun.finished_at.is_not(None))
         .order_by(PipelineRun.finished_at.desc()).limit(RUN_WINDOW)).all()
+    costs = tree_costs(session, [r.id for r, _ in rows])
+    none = RunCost()
     runs = [{"run_id": r.id, "test_id": _test_id(r.triggered_by),
              "timestamp": _iso(r.finished_at), "source": r.source, "daemon_id": None,
              "duration_ms": round(float(ms or 0), 1),
-             "cost_usd": 0.0, "tokens": {"input": 0, "output": 0},
+             "cost_usd": costs.get(r.id, none).cost_usd,
+             "tokens": {"input": costs.get(r.id, none).tokens_in,
+                        "output": costs.get(r.id, none).tokens_out},
              "success": r.state == RunState.SUCCEEDED, "error": r.error,
              "triggered_by": r.triggered_by, "input_hash": r.input_hash,
              "version": r.version, "cache_hit": False}

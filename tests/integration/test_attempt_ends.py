@@ -59,7 +59,9 @@ def test_a_killed_pool_process_s_step_runs_again_ahead_of_the_backlog(
         assert took <= RERUN_BOUND_S, f"the step ran again {took:.1f} s after the kill"
         assert again.attempt == 2
         lost = next(r for r in stack.steps(run_id, "held") if r.attempt == 1)
-        assert lost.state == "lost" and "died" in (lost.error or ""), lost.error
+        # Its worker's main process records it (the pool process died); on a loaded
+        # machine the watchdog (heartbeats older than SKILLQ_DEAD_AFTER_S=3) may be first.
+        assert lost.state == "lost", (lost.state, lost.error)
         # The dead process's script and scratch folder were ended with its attempt.
         wait_until(lambda: gone_or_zombie(script), 5, "the killed attempt's script to end")
         assert not scratch.exists()
