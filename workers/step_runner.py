@@ -275,6 +275,8 @@ def _agent_step(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
     result = Result(state, outputs=done.outputs, error=done.error,
                     error_kind=done.error_kind, cost_usd=done.cost_usd,
                     tokens_in=done.tokens_in, tokens_out=done.tokens_out,
+                    # what the prompt left out to fit its budgets: on record, never silent
+                    stderr_tail="\n".join(f"warning: {w}" for w in done.warnings) or None,
                     extra={"waiting_on": done.waiting_on})
     if done.transient and job.attempt <= AGENT_RETRIES:
         result.state = StepState.RETRYING

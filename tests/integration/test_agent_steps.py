@@ -43,6 +43,20 @@ def llm() -> Iterator[FakeLLM]:
         yield server
 
 
+def restart_agent_worker(stack: Stack, env: dict[str, str]) -> None:
+    standard_env = stack.env
+    stack.env = {**standard_env, **env}
+    try:
+        for spec in STANDARD_WORKERS:
+            if spec.name == AGENT_WORKER:
+                stack.workers[spec.name].stop()
+                stack.start_worker(spec)
+    finally:
+        stack.env = standard_env
+        stack.tainted.add(AGENT_WORKER)
+    stack.wait_ready([AGENT_WORKER])
+
+
 @pytest.fixture
 def agents(healthy: Stack, llm: FakeLLM, tmp_path: Path) -> Iterator[Path]:
     """The agent worker restarted with the fake model's URL and key; the vault."""
@@ -293,3 +307,17 @@ def test_a_budget_counts_what_the_skills_it_executed_cost(
     assert "budget of $0.005 reached" in result.proc.stderr, result
     assert "$0.0040 in the skills it executed" in result.proc.stderr, result
     assert len(llm.requests(top)) == 1
+
+
+def test_a_catalog_cut_to_its_budget_is_on_the_step_s_record(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    restart_agent_worker(healthy, {**llm.env(), "SKILLQ_AGENT_CATALOG_BUDGET_CHARS": "20"})
+    k = key()
+    llm.script(k, answer(summary="s", words=1))
+    result = run_skill("summarize", agents, inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result
+    (step,) = healthy.steps(result.run_id or "")
+    assert "warning:" in (step.stderr_tail or "") and "style-guide" in step.stderr_tail, \
+        step.stderr_tail
+    (body,) = llm.bodies(k)
+    assert "<name>style-guide</name>" not in json.dumps(body)  # cut, and said so
