@@ -60,17 +60,7 @@ def restart_agent_worker(stack: Stack, env: dict[str, str]) -> None:
 @pytest.fixture
 def agents(healthy: Stack, llm: FakeLLM, tmp_path: Path) -> Iterator[Path]:
     """The agent worker restarted with the fake model's URL and key; the vault."""
-    standard_env = healthy.env
-    healthy.env = {**standard_env, **llm.env()}
-    try:
-        for spec in STANDARD_WORKERS:
-            if spec.name == AGENT_WORKER:
-                healthy.workers[spec.name].stop()
-                healthy.start_worker(spec)
-    finally:
-        healthy.env = standard_env
-        healthy.tainted.add(AGENT_WORKER)
-    healthy.wait_ready([AGENT_WORKER])
+    restart_agent_worker(healthy, llm.env())
     yield copy_vault(VAULTS / "agents", tmp_path / "vault")
 
 
