@@ -15,7 +15,7 @@ from filelock import FileLock
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lifecycle.run_costs import RunCost, tree_costs
+from lifecycle.run_costs import Usage, run_usage
 from shared.atomic import write_json
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
@@ -69,8 +69,8 @@ def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
         select(PipelineRun, duration).where(PipelineRun.skill == skill, final,
                                             PipelineRun.finished_at.is_not(None))
         .order_by(PipelineRun.finished_at.desc()).limit(RUN_WINDOW)).all()
-    costs = tree_costs(session, [r.id for r, _ in rows])
-    none = RunCost()
+    costs = run_usage(session, [r.id for r, _ in rows])
+    none = Usage()
     runs = [{"run_id": r.id, "test_id": _test_id(r.triggered_by),
              "timestamp": _iso(r.finished_at), "source": r.source, "daemon_id": None,
              "duration_ms": round(float(ms or 0), 1),

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from lifecycle import transitions
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
-from lifecycle.run_costs import tree_costs
+from lifecycle.run_costs import run_usage
 from shared.cache import input_hash
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
@@ -411,7 +411,7 @@ def _count_run(session: Session, run: PipelineRun) -> None:
     totals = skill_stats.Totals()
     at = run.finished_at or _now()
     took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
-    cost = tree_costs(session, [run.id]).get(run.id)
+    cost = run_usage(session, [run.id]).get(run.id)
     totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took,
                cost_usd=cost.cost_usd if cost else 0.0, at=at,
                production=run.source == RunSource.PRODUCTION)

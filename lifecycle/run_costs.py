@@ -3,38 +3,67 @@
 A nested orchestrator's run and the runs an agent step's execute_skill calls started
 hang off the step that started them (``parent_step_run_id``). An orchestrator's step
 that started a nested run records no cost of its own, and an agent step records only its
-own model turns, so summing the step attempts of the whole tree counts each cost once.
+own model turns, so summing the step items of the whole tree counts each cost once. The
+dashboard, benchmarks.json and the running totals all read it here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import text
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-_TREE = text(
-    "WITH RECURSIVE tree(root, id) AS ("
-    " SELECT id, id FROM pipeline_runs WHERE id = ANY(:ids)"
-    " UNION SELECT t.root, p.id FROM pipeline_runs p"
-    " JOIN step_runs s ON p.parent_step_run_id = s.id JOIN tree t ON s.run_id = t.id) "
-    "SELECT t.root, coalesce(sum(s.cost_usd), 0) AS cost, "
-    "coalesce(sum(s.tokens_in), 0) AS tokens_in, coalesce(sum(s.tokens_out), 0) AS tokens_out "
-    "FROM tree t JOIN step_runs s ON s.run_id = t.id GROUP BY t.root")
+from shared.db.models import PipelineRun, StepRun
 
 
-@dataclass(frozen=True, slots=True)
-class RunCost:
+@dataclass(frozen=True)
+class Usage:
+    """What a run's steps cost: USD and model tokens."""
+
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
 
 
-def tree_costs(session: Session, run_ids: Sequence[str]) -> dict[str, RunCost]:
-    """Each run's cost with its tree's (one query for them all); a run with no step
-    attempts is absent."""
-    if not run_ids:
+def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
+    """Each run's usage over its tree: its steps, and every run started under them, all
+    the way down; a run with no step attempts is absent.
+
+    Each step item counts once, as its costliest attempt: an attempt's row carries its
+    item's turns so far, replayed ones included, so a retried item's attempts are not
+    added up. A query per level of nesting finds the runs under, then one sums: a
+    constant number per page, not one per run, over ix_step_runs_run_step and
+    ix_pipeline_runs_parent_step_run_id. (A recursive CTE had PostgreSQL scan step_runs.)
+    """
+    ids = list(dict.fromkeys(run_ids))
+    root_of = {run_id: run_id for run_id in ids}  # a run -> the listed run it counts toward
+    frontier = ids
+    while frontier:
+        nested = session.execute(
+            select(StepRun.run_id, PipelineRun.id)
+            .join(PipelineRun, PipelineRun.parent_step_run_id == StepRun.id)
+            .where(StepRun.run_id.in_(frontier))).all()
+        frontier = []
+        for parent, child in nested:
+            if child not in root_of:
+                root_of[child] = root_of[parent]
+                frontier.append(child)
+    if not root_of:
         return {}
-    rows = session.execute(_TREE, {"ids": list(run_ids)}).all()
-    return {r.root: RunCost(float(r.cost), int(r.tokens_in), int(r.tokens_out)) for r in rows}
+    items = (select(StepRun.run_id, func.max(StepRun.cost_usd).label("cost"),
+                    func.max(StepRun.tokens_in).label("tokens_in"),
+                    func.max(StepRun.tokens_out).label("tokens_out"))
+             .where(StepRun.run_id.in_(list(root_of)))
+             .group_by(StepRun.run_id, StepRun.step_id, StepRun.item_index).subquery())
+    rows = session.execute(select(items.c.run_id, func.sum(items.c.cost),
+                                  func.sum(items.c.tokens_in), func.sum(items.c.tokens_out))
+                           .group_by(items.c.run_id)).all()
+    found: dict[str, Usage] = {}
+    for run_id, cost, t_in, t_out in rows:
+        root = root_of[run_id]
+        seen = found.get(root, Usage())
+        found[root] = Usage(seen.cost_usd + float(cost or 0), seen.tokens_in + int(t_in or 0),
+                            seen.tokens_out + int(t_out or 0))
+    return found

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
+from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
 
 
@@ -23,9 +24,15 @@ class RunTree:
     run: PipelineRun
     steps: list[StepRun]  # every attempt, in step order then item then attempt
     children: dict[str, RunTree] = field(default_factory=dict)  # by parent step-run id
+    # The agent steps' model requests, by step, item and turn (only when asked for).
+    turns: list[AgentTurn] = field(default_factory=list)
 
 
-def run_tree(session: Session, run_id: str) -> RunTree | None:
+def run_tree(session: Session, run_id: str, *, turns: bool = False,
+             responses: bool = False) -> RunTree | None:
+    """The run, its attempts and its nested runs; ``turns`` loads the agent turns too
+    (one query per run), ``responses`` with what the model answered (else that column
+    is not read, and touching it raises)."""
     run = session.get(PipelineRun, run_id)
     if run is None:
         return None
@@ -33,9 +40,15 @@ def run_tree(session: Session, run_id: str) -> RunTree | None:
                                 .order_by(StepRun.created_at, StepRun.item_index,
                                           StepRun.attempt)).all())
     tree = RunTree(run, rows)
+    if turns:
+        query = select(AgentTurn).where(AgentTurn.run_id == run_id).order_by(
+            AgentTurn.step_id, AgentTurn.item_index, AgentTurn.turn)
+        if not responses:
+            query = query.options(defer(AgentTurn.response, raiseload=True))
+        tree.turns = list(session.scalars(query).all())
     for row in rows:
         if row.child_run_id:
-            child = run_tree(session, row.child_run_id)
+            child = run_tree(session, row.child_run_id, turns=turns, responses=responses)
             if child is not None:
                 tree.children[row.id] = child
     return tree

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from orchestrator.history import RunTree
+from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
 from shared.notes import skill_facts
 from shared.secrets import available_names, default_file, redact, redact_value, values_for
@@ -97,7 +98,81 @@ def outputs_by_run(session: Session, tree: RunTree, redactor: Redactor
     return found
 
 
-def _attempt(row: StepRun, redactor: Redactor) -> dict[str, Any]:
+TurnsByItem = dict[tuple[str, int], list[AgentTurn]]
+
+
+def turns_by_item(tree: RunTree) -> TurnsByItem:
+    """The run's own agent turns (loaded with ``run_tree(turns=True)``) by step item."""
+    found: TurnsByItem = defaultdict(list)
+    for turn in tree.turns:
+        found[(turn.step_id, turn.item_index)].append(turn)
+    return found
+
+
+def attempt_turns(turns: TurnsByItem, row: StepRun) -> list[AgentTurn]:
+    """The turns this attempt's conversation went through, in order: those it paid for
+    and those it replayed from an earlier attempt of its item (a turn's ``attempt`` is
+    the one that paid). The attempt's tokens and cost on its row sum the same turns."""
+    return [t for t in turns.get((row.step_id, row.item_index), [])
+            if t.attempt <= row.attempt]
+
+
+def _charged(row: StepRun) -> bool:
+    """Whether the attempt's row carries its usage: it ended and was charged (one still
+    running, or lost with its worker, has only its turns to say what it used)."""
+    return row.finished_at is not None and bool(row.tokens_in or row.tokens_out
+                                                or row.cost_usd)
+
+
+def attempt_usage(row: StepRun, turns: list[AgentTurn]) -> dict[str, int]:
+    """Tokens in, out, cache read and written: input and output as charged on the row
+    (else its turns' sums), the cache from its turns."""
+    charged = _charged(row)
+    return {"input": row.tokens_in if charged else sum(t.tokens_in for t in turns),
+            "output": row.tokens_out if charged else sum(t.tokens_out for t in turns),
+            "cache_read": sum(t.cache_read for t in turns),
+            "cache_write": sum(t.cache_write for t in turns)}
+
+
+def attempt_cost(row: StepRun, turns: list[AgentTurn]) -> float:
+    return row.cost_usd if _charged(row) else sum(t.cost_usd for t in turns)
+
+
+def turn_said(turn: AgentTurn, redactor: Redactor) -> tuple[str | None, list[dict[str, Any]]]:
+    """What the model answered in this turn (redacted): its text, and the tools it
+    called with their arguments. The tools' results went out with the next request,
+    which is not stored."""
+    parts = [p for p in (turn.response or {}).get("parts") or [] if isinstance(p, dict)]
+    texts = [str(p.get("content")) for p in parts
+             if p.get("part_kind") == "text" and p.get("content")]
+    calls = [{"name": p.get("tool_name"), "arguments": redactor.value(_arguments(p.get("args")))}
+             for p in parts if p.get("part_kind") in ("tool-call", "builtin-tool-call")]
+    return (redactor.text("\n".join(texts)) if texts else None), calls
+
+
+def _arguments(args: Any) -> Any:
+    if isinstance(args, str):  # a provider may hand them over as JSON text
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return {} if args is None else args
+
+
+def _turn(turn: AgentTurn, redactor: Redactor, logs: bool) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "turn": turn.turn, "attempt": turn.attempt, "model_requested": turn.model_requested,
+        "model_served": turn.model_served, "tokens_in": turn.tokens_in,
+        "tokens_out": turn.tokens_out, "cache_read": turn.cache_read,
+        "cache_write": turn.cache_write, "cost_usd": turn.cost_usd,
+        "duration_ms": turn.duration_ms, "stop_reason": turn.stop_reason}
+    if logs:
+        found["text"], found["tool_calls"] = turn_said(turn, redactor)
+    return found
+
+
+def _attempt(row: StepRun, redactor: Redactor, turns: list[AgentTurn],
+             logs: bool) -> dict[str, Any]:
     duration = row.duration_ms if row.duration_ms is not None else \
         _span_ms(row.started_at, row.finished_at)
     return {
@@ -108,6 +183,8 @@ def _attempt(row: StepRun, redactor: Redactor) -> dict[str, Any]:
         "error_kind": row.error_kind, "exit_code": row.exit_code, "cache_hit": row.cache_hit,
         "stdout_tail": redactor.text(row.stdout_tail),
         "stderr_tail": redactor.text(row.stderr_tail),
+        "tokens": attempt_usage(row, turns), "cost_usd": attempt_cost(row, turns),
+        "turns": [_turn(t, redactor, logs) for t in turns],
     }
 
 
@@ -120,9 +197,13 @@ def step_items(tree: RunTree) -> list[tuple[str, int, list[StepRun]]]:
             for step_id, items in grouped.items() for index, rows in sorted(items.items())]
 
 
-def run_json(session: Session, tree: RunTree, redactor: Redactor) -> dict[str, Any]:
+def run_json(session: Session, tree: RunTree, redactor: Redactor,
+             logs: bool = False) -> dict[str, Any]:
+    """``tree`` loaded with its turns (``run_tree(turns=True)``, with ``responses`` for
+    ``logs``: each turn's text and tool calls)."""
     run = tree.run
     outputs, ref = run_outputs(session, run)
+    turns = turns_by_item(tree)
     steps = []
     for step_id, index, attempts in step_items(tree):
         newest = attempts[-1]
@@ -131,8 +212,9 @@ def run_json(session: Session, tree: RunTree, redactor: Redactor) -> dict[str, A
         steps.append({
             "step": step_id, "item": None if index < 0 else index, "skill": newest.skill,
             "version": newest.version, "state": newest.state,
-            "attempts": [_attempt(r, redactor) for r in attempts],
-            "child": None if child is None else run_json(session, child, redactor),
+            "attempts": [_attempt(r, redactor, attempt_turns(turns, r), logs)
+                         for r in attempts],
+            "child": None if child is None else run_json(session, child, redactor, logs),
         })
     return {
         "run_id": run.id, "skill": run.skill, "version": run.version, "state": run.state,

@@ -110,20 +110,22 @@ def runs(name: Annotated[str | None, typer.Argument(help="Only this skill's runs
 def run_show(
     run_id: str,
     logs: Annotated[bool, typer.Option(
-        "--logs", help="Each attempt's stdout and stderr (their last lines).")] = False,
+        "--logs", help="Each attempt's stdout and stderr (their last lines), and an agent "
+        "step's transcript: what each model turn said and the tools it called.")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="One JSON object: the run, its steps, attempts and nested runs.")
                        ] = False,
 ) -> None:
-    """One run as a tree of steps: status, outputs, worker, attempts, duration and error."""
+    """One run as a tree of steps: status, outputs, worker, attempts, duration, error, and
+    an agent step's tokens, cost and model turns."""
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
-        tree = run_tree(session, run_id)
+        tree = run_tree(session, run_id, turns=True, responses=logs)
         if tree is None:
             raise SkillqError(f"no run {run_id}; `skillq runs` lists them")
         redactor = run_json.redactor_for(tree)
         if as_json:
-            print(run_json.dumps(run_json.run_json(session, tree, redactor)))
+            print(run_json.dumps(run_json.run_json(session, tree, redactor, logs)))
             return
         outputs = run_json.outputs_by_run(session, tree, redactor)
         # In a pipe, lines stay whole (no 80-column crop): errors are what run-show is for.

@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from orchestrator.history import RunTree
-from orchestrator.run_json import Redactor
+from orchestrator.run_json import (
+    Redactor,
+    attempt_cost,
+    attempt_turns,
+    attempt_usage,
+    turn_said,
+    turns_by_item,
+)
+from shared.db.agent_models import AgentTurn
 from shared.db.models import StepRun
 
 _STYLE = {"succeeded": "green", "failed": "red", "skipped": "yellow", "running": "cyan",
@@ -20,6 +28,8 @@ _STYLE = {"succeeded": "green", "failed": "red", "skipped": "yellow", "running":
 
 OUTPUTS_CHARS = 300  # a glance at the values; --json has them whole
 LOG_LINES = 20  # of each stored tail (the worker keeps the last 8 KiB)
+TEXT_CHARS = 500  # of what a model turn said; --json --logs has it whole
+ARGS_CHARS = 200  # of a tool call's arguments
 NO_REDACTION = Redactor({}, frozenset())
 
 
@@ -41,7 +51,50 @@ def _log(label: str, tail: str | None) -> str:
     return f"\n[dim]{head}:[/]\n{body}"
 
 
-def _attempt(row: StepRun, redactor: Redactor = NO_REDACTION, logs: bool = False) -> str:
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else \
+        f"{text[:limit]}… ({len(text)} characters; --json --logs shows them whole)"
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4g}"
+
+
+def _usage(row: StepRun, turns: list[AgentTurn]) -> str:
+    """Tokens, cost and model turns of an agent attempt; "" for one that used no model."""
+    tokens, cost = attempt_usage(row, turns), attempt_cost(row, turns)
+    if not turns and not tokens["input"] and not tokens["output"] and not cost:
+        return ""
+    text = f"tokens {tokens['input']} in / {tokens['output']} out"
+    if tokens["cache_read"] or tokens["cache_write"]:
+        text += f" (cache read {tokens['cache_read']}, write {tokens['cache_write']})"
+    replayed = sum(1 for t in turns if t.attempt < row.attempt)
+    count = f"{len(turns)} model turn{'' if len(turns) == 1 else 's'}"
+    return f"{text} · {_usd(cost)} · {count}" + (f" ({replayed} replayed)" if replayed else "")
+
+
+def turn_text(turn: AgentTurn, redactor: Redactor) -> str:
+    """One model request of the transcript: the model asked for and the one that
+    answered, usage, time, stop reason, then what it said and the tools it called."""
+    served = turn.model_served or "?"
+    head = (f"[dim]turn {turn.turn}[/] · {escape(turn.model_requested)} → {escape(served)}"
+            f" · {turn.tokens_in} in / {turn.tokens_out} out")
+    if turn.cache_read or turn.cache_write:
+        head += f" (cache read {turn.cache_read}, write {turn.cache_write})"
+    head += f" · {_usd(turn.cost_usd)} · {turn.duration_ms:.0f} ms"
+    head += f" · {escape(turn.stop_reason or 'no stop reason')}"
+    text, calls = turn_said(turn, redactor)
+    lines = [head]
+    if text:
+        lines += [f"  {escape(line)}" for line in _cut(text, TEXT_CHARS).splitlines()]
+    for call in calls:
+        args = json.dumps(call["arguments"], ensure_ascii=False, separators=(", ", ": "))
+        lines.append(f"  [cyan]→ {escape(str(call['name']))}[/]({escape(_cut(args, ARGS_CHARS))})")
+    return "\n".join(lines)
+
+
+def _attempt(row: StepRun, redactor: Redactor = NO_REDACTION, logs: bool = False,
+             turns: list[AgentTurn] | None = None) -> str:
     style = _STYLE.get(row.state, "")
     took = f"{row.duration_ms:.0f} ms" if row.duration_ms is not None else "-"
     parts = [f"[{style}]{row.state}[/]", f"attempt {row.attempt}", took]
@@ -51,6 +104,9 @@ def _attempt(row: StepRun, redactor: Redactor = NO_REDACTION, logs: bool = False
         parts.append("cache hit")
     if row.lock_wait_ms is not None:  # a screen step: one at a time per machine
         parts.append(f"waited {row.lock_wait_ms:.0f} ms for the {row.queue} lock")
+    usage = _usage(row, turns or [])
+    if usage:
+        parts.append(usage)
     text = " · ".join(parts)
     if row.route:
         text += f"\n[dim]routed to {row.queue}: {row.route}[/]"
@@ -65,7 +121,8 @@ def _attempt(row: StepRun, redactor: Redactor = NO_REDACTION, logs: bool = False
 def render_tree(tree: RunTree, outputs: Mapping[str, tuple[Any, str | None]] | None = None,
                 redactor: Redactor = NO_REDACTION, logs: bool = False) -> Tree:
     """``outputs``: each run's (already redacted) outputs and store key, by run id;
-    ``logs``: each attempt's stdout and stderr tails too."""
+    ``logs``: each attempt's stdout and stderr tails too, and the model turns it paid for
+    (``tree`` loaded with ``run_tree(turns=True, responses=logs)``)."""
     run = tree.run
     style = _STYLE.get(run.state, "")
     head = f"[bold]{run.skill}[/] v{run.version} · [{style}]{run.state}[/] · {run.id}"
@@ -75,6 +132,7 @@ def render_tree(tree: RunTree, outputs: Mapping[str, tuple[Any, str | None]] | N
     if shown is not None and shown[0] is not None:
         head += "\n" + _outputs(*shown)
     root = Tree(head)
+    turns = turns_by_item(tree)
     by_step: dict[str, list[StepRun]] = defaultdict(list)
     for row in tree.steps:
         by_step[row.step_id].append(row)
@@ -87,8 +145,25 @@ def render_tree(tree: RunTree, outputs: Mapping[str, tuple[Any, str | None]] | N
         for index, attempts in sorted(items.items()):
             node = branch if index < 0 else branch.add(f"item {index}")
             for row in attempts:
-                leaf = node.add(_attempt(row, redactor, logs))
+                used = attempt_turns(turns, row)
+                leaf = node.add(_attempt(row, redactor, logs, used))
+                if logs:
+                    _transcript(leaf, row, used, redactor)
                 child = tree.children.get(row.id)
                 if child is not None:
                     leaf.add(render_tree(child, outputs, redactor, logs))
     return root
+
+
+def _transcript(leaf: Tree, row: StepRun, turns: list[AgentTurn], redactor: Redactor) -> None:
+    """The turns this attempt paid for; those it replayed are under the attempt that
+    paid for them."""
+    earlier = sorted({t.attempt for t in turns if t.attempt < row.attempt})
+    replayed = [t.turn for t in turns if t.attempt < row.attempt]
+    if replayed:
+        leaf.add(f"[dim]turn{'s' if len(replayed) > 1 else ''} "
+                 f"{', '.join(map(str, replayed))} replayed from attempt"
+                 f"{'s' if len(earlier) > 1 else ''} {', '.join(map(str, earlier))}[/]")
+    for turn in turns:
+        if turn.attempt == row.attempt:
+            leaf.add(turn_text(turn, redactor))

@@ -29,11 +29,14 @@ class Series:
     unit: str
     value: Callable[[TrendPoint], float | None]
     fmt: Callable[[float], str]
+    detail: Callable[[TrendPoint], str] | None = None  # more of the point, when hovered
 
 
 DURATION = Series("duration", "s", lambda p: None if p.duration_ms is None
                   else p.duration_ms / 1000, lambda v: f"{v:.3g}")
 COST = Series("cost", "USD", lambda p: p.cost_usd, lambda v: f"{v:.4g}")
+TOKENS = Series("tokens", "in + out", lambda p: p.tokens_in + p.tokens_out,
+                lambda v: f"{v:,.10g}", lambda p: f"{p.tokens_in} in / {p.tokens_out} out")
 
 
 def nice_max(value: float) -> float:
@@ -113,12 +116,13 @@ def trend_svg(points: Sequence[TrendPoint], series: Series) -> Markup:
         failed = point.state == "failed"
         fill = "white" if failed else color
         stroke = "#dc2626" if failed else color
+        more = f" ({series.detail(point)})" if series.detail else ""
         parts.append(
             f'<circle class="point" cx="{x_at(i):.1f}" cy="{y_at(value):.1f}" r="4" '
             f'fill="{fill}" stroke="{stroke}" stroke-width="2" data-run="{escape(point.run_id)}"'
             f' data-version="{point.version}"><title>{escape(point.run_id)} · v{point.version}'
             f' · {escape(point.state)} · {escape(series.fmt(value))} {escape(series.unit)}'
-            f'</title></circle>')
+            f'{escape(more)}</title></circle>')
     parts.append("</svg>")
     legend = " ".join(f'<span class="swatch" style="background:{version_color(v, versions)}">'
                       f'</span>v{v}' for v in sorted(set(versions)))

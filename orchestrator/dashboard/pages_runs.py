@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from lifecycle.run_costs import Usage, run_usage
 from orchestrator.dashboard import graph_svg, queries, step_states
 from orchestrator.dashboard.context import dashboard
 from orchestrator.history import RunTree, run_tree
@@ -102,12 +103,13 @@ def run_page(request: Request) -> HTMLResponse:
         failed = queries.failed_attempts(rows)
         notes = queries.notes_for_attempts(session, failed)
         live = not RunState(tree.run.state).terminal
+        usage = run_usage(session, [run_id]).get(run_id, Usage())
         return dash.render(request, "run.html", {
             "run": tree.run, "attempts": attempts(tree, notes), "failed": failed,
             "notes": notes, "live": live, "refresh_s": REFRESH_S,
             "graph": step_graph(tree.run, tree.steps),
             "duration_ms": queries.duration_ms(tree.run),
-            "cost": sum(r.cost_usd or 0.0 for r in rows),
+            "cost": usage.cost_usd, "usage": usage,
             "inputs": queries.as_json_text(tree.run.inputs),
             "outputs": None if tree.run.outputs is None
             else queries.as_json_text(tree.run.outputs),

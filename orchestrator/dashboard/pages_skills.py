@@ -105,6 +105,7 @@ def skill_context(dash: Dashboard, request: Request, name: str) -> dict[str, Any
         "runs": runs, "costs": costs, "totals": totals, "notes": notes.items,
         "duration_chart": charts.trend_svg(points, charts.DURATION),
         "cost_chart": charts.trend_svg(points, charts.COST),
+        "tokens_chart": charts.trend_svg(points, charts.TOKENS),
         "points": len(points), "fields": fields(m),
         "problems": vault.problems_in(skill.folder),
     }

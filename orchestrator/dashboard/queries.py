@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, true, tuple_
+from sqlalchemy import ColumnElement, and_, or_, select, true, tuple_
 from sqlalchemy.orm import Session
 
+from lifecycle.run_costs import Usage, run_usage
 from orchestrator.dashboard.paging import Page, page_of, parse_time_cursor, time_cursor
 from orchestrator.library.history import tombstones
 from shared.db.daemon_models import Daemon, DaemonWorker
@@ -56,13 +57,8 @@ def runs_page(session: Session, *, where: ColumnElement[bool] | None, after: str
 
 
 def run_costs(session: Session, run_ids: Iterable[str]) -> dict[str, float]:
-    """Each run's own steps' cost (index ix_step_runs_run_step)."""
-    ids = list(run_ids)
-    if not ids:
-        return {}
-    rows = session.execute(select(StepRun.run_id, func.coalesce(func.sum(StepRun.cost_usd), 0))
-                           .where(StepRun.run_id.in_(ids)).group_by(StepRun.run_id)).all()
-    return {run_id: float(cost) for run_id, cost in rows}
+    """Each run's cost over its tree (``run_usage``)."""
+    return {run_id: u.cost_usd for run_id, u in run_usage(session, run_ids).items()}
 
 
 def duration_ms(run: PipelineRun) -> float | None:
@@ -79,6 +75,8 @@ class TrendPoint:
     finished_at: datetime
     duration_ms: float | None
     cost_usd: float
+    tokens_in: int = 0
+    tokens_out: int = 0
 
 
 def trend_points(session: Session, where: ColumnElement[bool], limit: int = TREND_POINTS
@@ -88,9 +86,10 @@ def trend_points(session: Session, where: ColumnElement[bool], limit: int = TREN
     rows = list(session.scalars(select(PipelineRun).where(
         where, PipelineRun.state.in_(ended), PipelineRun.finished_at.is_not(None))
         .order_by(PipelineRun.finished_at.desc()).limit(limit)).all())
-    costs = run_costs(session, [r.id for r in rows])
+    usage = run_usage(session, [r.id for r in rows])
     return [TrendPoint(r.id, r.version, r.state, r.finished_at or r.created_at,
-                       duration_ms(r), costs.get(r.id, 0.0)) for r in reversed(rows)]
+                       duration_ms(r), u.cost_usd, u.tokens_in, u.tokens_out)
+            for r in reversed(rows) for u in [usage.get(r.id, Usage())]]
 
 
 def failed_attempts(steps: Sequence[StepRun]) -> list[StepRun]:

@@ -26,7 +26,7 @@ from conftest import (
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 
-from lifecycle.run_costs import tree_costs
+from lifecycle.run_costs import run_usage
 from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun
 from shared.db.notes_models import ImprovementNote
@@ -194,7 +194,7 @@ def test_nested_agents_complete_on_an_agent_worker_of_concurrency_1(
     assert (top_step.state, top_step.attempt) == ("succeeded", 1)  # one attempt, resumed
     # The run's cost is its tree's: 2 + 2 + 1 turns at $0.002, each counted once.
     with healthy.db() as session:
-        cost = tree_costs(session, [result.run_id or ""])[result.run_id or ""]
+        cost = run_usage(session, [result.run_id or ""])[result.run_id or ""]
     assert (cost.cost_usd, cost.tokens_in, cost.tokens_out) == (pytest.approx(0.010), 5000,
                                                                  1000)
 

@@ -27,7 +27,9 @@ RUN_KEYS = {"run_id", "skill", "version", "state", "inputs", "outputs", "outputs
 STEP_KEYS = {"step", "item", "skill", "version", "state", "attempts", "child"}
 ATTEMPT_KEYS = {"attempt", "state", "worker", "daemon", "route", "queue", "started_at",
                 "finished_at", "duration_ms", "error", "error_kind", "exit_code",
-                "cache_hit", "stdout_tail", "stderr_tail"}
+                "cache_hit", "stdout_tail", "stderr_tail",
+                "tokens", "cost_usd", "turns"}  # an agent step's (test_agent_records.py)
+NO_USAGE = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
 
 
 def utc(text: str | None) -> datetime:
@@ -91,6 +93,8 @@ def test_json_is_the_whole_run_with_steps_items_and_attempts(stack: Stack,
     assert all(s["child"] is None for s in steps)
     attempts = [a for s in steps for a in s["attempts"]]
     assert all(set(a) == ATTEMPT_KEYS for a in attempts)
+    assert all((a["tokens"], a["cost_usd"], a["turns"]) == (NO_USAGE, 0.0, [])
+               for a in attempts)  # no model in a script step
     assert len(attempts) == len(stack.steps(skipped.run_id))  # every attempt row, once
     rows = {(r.step_id, r.item_index, r.attempt): r for r in stack.steps(skipped.run_id)}
     for step in steps:

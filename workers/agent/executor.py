@@ -53,6 +53,27 @@ _TREE_COST = (
     "SELECT coalesce(sum(cost_usd), 0) FROM step_runs WHERE run_id IN (SELECT id FROM tree)")
 
 
+# One event loop and one client per model in each process, kept between steps: a new
+# HTTP client per step (its TLS set-up reads the CA bundle) and a new loop cost an agent
+# step ~40 ms (benchmarks/agent_steps.py). Keyed by pid: a forked pool process makes its own.
+_loops: dict[int, asyncio.AbstractEventLoop] = {}
+_models: dict[tuple[int, str], Any] = {}
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    loop = _loops.get(os.getpid())
+    if loop is None or loop.is_closed():
+        loop = _loops[os.getpid()] = asyncio.new_event_loop()
+    return loop
+
+
+def _model(name: str) -> Any:
+    key = (os.getpid(), name)
+    if key not in _models:
+        _models[key] = infer_model(name)
+    return _models[key]
+
+
 class BudgetSpent(Exception):
     """The step item's turns have cost its ``budget_usd``: no request is paid for."""
 
@@ -158,7 +179,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     if missing:
         return AgentOutcome(False, error=f"model {ref} needs {missing}, which this worker "
                             "does not have", error_kind="no_credentials")
-    wrapped = infer_model(ref.pydantic_ai_string)
+    wrapped = _model(ref.pydantic_ai_string)
     # A model without tool calls gets seed 004's fallback: the bodies it would have
     # loaded inline, and no tools (so no execute_skill: it cannot wait on sub-skills).
     tool_calls = bool(wrapped.profile.get("supports_tools", True))
@@ -181,7 +202,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
     limits = UsageLimits(request_limit=m.max_turns) if m.max_turns else None
     try:
-        result = asyncio.run(asyncio.wait_for(
+        result = _loop().run_until_complete(asyncio.wait_for(
             agent.run(prompt.user, usage_limits=limits), timeout=timeout_s))
         if isinstance(result.output, DeferredToolRequests):
             assert calls is not None  # only execute_skill defers
