@@ -25,7 +25,7 @@ class WorkerModels:
 def lack(worker: WorkerModels, agent: AgentModel) -> str | None:
     """What ``worker`` lacks to run the step (a setting to name), or None."""
     try:
-        ref = effective_model(agent.model, agent.override, worker.agent_model)
+        ref = effective_model(*agent.ref_args(worker.agent_model))
     except AgentError:
         if worker.agent_model and not agent.override:
             return (f"a valid {AGENT_MODEL_SETTING} (its value '{worker.agent_model}' is not "

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from lifecycle import transitions
 from shared.inputs import resolve_inputs
+from shared.model_spec import resolve as resolve_model
 from shared.plan import Plan, build_plan
 from shared.skill import Skill
 from shared.vault import Vault
@@ -26,10 +27,15 @@ def new_run_id() -> str:
 def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
                source: str, triggered_by: str | None = None,
                parent_step_run_id: str | None = None, workdir: str | None = None,
-               plan: Plan | None = None, agent_call: str | None = None) -> str:
-    """Insert a pending run of ``skill`` (the caller commits, then requests an advance)."""
+               plan: Plan | None = None, agent_call: str | None = None,
+               model: str | None = None) -> str:
+    """Insert a pending run of ``skill`` (the caller commits, then requests an advance).
+    ``model``: the model its agent steps are asked to run on (execute_skill's)."""
     inputs = resolve_inputs(skill.manifest, given)
     plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
+    if model:
+        resolve_model(model, where="execute_skill's model")  # AgentError when unknown
+        plan = plan.with_requested_model(model)
     run_id = new_run_id()
     transitions.new_run(session, run_id=run_id, skill=skill.name,
                         version=skill.manifest.version, source=source,

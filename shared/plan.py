@@ -27,6 +27,12 @@ class AgentModel(Frozen):
 
     model: str | None = None
     override: bool = False  # the skill's model_override
+    requested: str | None = None  # the model an execute_skill call asked for
+
+    def ref_args(self, daemon_default: str | None) -> tuple[str | None, bool, str | None,
+                                                          str | None]:
+        """effective_model's arguments, in its order."""
+        return self.model, self.override, daemon_default, self.requested
 
 
 class PlanStep(Frozen):
@@ -65,6 +71,13 @@ class Plan(Frozen):
 
     def step(self, step_id: str) -> PlanStep:
         return next(s for s in self.steps if s.id == step_id)
+
+    def with_requested_model(self, model: str) -> Plan:
+        """The plan with its agent steps asked to run on ``model`` (execute_skill's
+        ``model``: the skill's model_override still wins, effective_model)."""
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"agent": s.agent.model_copy(update={"requested": model})})
+            if s.agent is not None else s for s in self.steps)})
 
 
 def _queue(callee: Manifest) -> str:

@@ -34,7 +34,7 @@ from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
 from shared.settings import Settings
 from shared.vault import open_vault
-from workers.agent.models import providers_held
+from workers.agent.models import provider_env, providers_held
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
     return Capabilities(daemon=daemon_name(settings), device_id=_device_id(),
                         platform=_platform(), role=settings.role,
                         capabilities=detect_capabilities(settings), software=software,
-                        skills=skills, model_providers=tuple(sorted(providers_held(os.environ))),
+                        skills=skills,
+                        model_providers=tuple(sorted(providers_held(provider_env()))),
                         agent_model=settings.agent_model or None)
 
 

@@ -311,3 +311,39 @@ def test_a_catalog_cut_to_its_budget_is_on_the_step_s_record(
         step.stderr_tail
     (body,) = llm.bodies(k)
     assert "<name>style-guide</name>" not in json.dumps(body)  # cut, and said so
+
+
+def test_execute_skill_s_model_is_the_model_the_sub_skill_runs_on(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    caller, callee = key(), key()
+    llm.script(caller, call("execute_skill", name="summarize-default",
+                            inputs={"text": f"{llm.marker(callee)} x"},
+                            model="openai-chat:llama3"),
+               answer(summary="relayed", words=1))
+    llm.script(callee, answer(summary="from llama", words=1))
+    result = run_skill("summarize-any", agents, "--json", timeout_s=180,
+                       inputs={"text": f"{llm.marker(caller)} x"})
+    assert result.code == 0, result
+    assert "from llama" in llm.tool_results(caller)[1][0]
+    (request,) = llm.requests(callee)
+    assert request["path"].endswith("/chat/completions") and request["body"]["model"] == \
+        "llama3", request["path"]
+    with healthy.db() as session:
+        child = session.scalars(select(PipelineRun).where(
+            PipelineRun.skill == "summarize-default",
+            PipelineRun.triggered_by == "summarize-any")
+            .order_by(PipelineRun.created_at.desc())).first()
+    assert child is not None and child.state == "succeeded"
+    assert [t.model_requested for t in turns_of(healthy, child.id)] == ["openai-chat:llama3"]
+
+
+def test_a_provider_key_stored_as_a_skillq_secret_serves_the_step(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    env = {k: v for k, v in llm.env().items() if k != "ANTHROPIC_API_KEY"}
+    restart_agent_worker(healthy, {**env, "SKILLQ_SECRET_ANTHROPIC_API_KEY": "sk-ant-stored"})
+    k = key()
+    llm.script(k, answer(summary="s", words=1))
+    result = run_skill("summarize", agents, "--json", inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result  # routed (announced) and served with the stored key
+    (step,) = healthy.steps(result.run_id or "")
+    assert "sk-ant-stored" not in json.dumps([step.stderr_tail, step.stdout_tail, step.error])

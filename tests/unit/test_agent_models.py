@@ -143,3 +143,20 @@ def test_pydantic_ai_reads_the_string_as_meant(spec: str, class_name: str,
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     model = models.infer_model(resolve(spec).pydantic_ai_string)
     assert type(model).__name__ == class_name
+
+
+def test_provider_credentials_come_from_the_environment_or_skillq_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers.agent.models import provider_env, providers_held
+
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('openai_api_key = "sk-stored"\nanthropic_api_key = "sk-ant-stored"\n')
+    secrets.chmod(0o600)
+    monkeypatch.setenv("SKILLQ_SECRETS_FILE", str(secrets))
+    found = provider_env({"ANTHROPIC_API_KEY": "sk-ant-env"})
+    assert found["ANTHROPIC_API_KEY"] == "sk-ant-env"  # the provider's own variable wins
+    assert found["OPENAI_API_KEY"] == "sk-stored"
+    assert providers_held(found) == {"anthropic", "openai"}
+    monkeypatch.setenv("SKILLQ_SECRETS_FILE", str(tmp_path / "none.toml"))
+    assert provider_env({"SKILLQ_SECRET_OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}) == {
+        "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}

@@ -49,19 +49,18 @@ class Calls:
     def execute_skill(self, rc: RunContext[None], name: str,
                       inputs: dict[str, Any] | None = None, model: str | None = None
                       ) -> dict[str, Any]:
-        del model  # accepted as the seed names it; the sub-skill's own model rules apply
         call = f"{self.item}#{rc.tool_call_id}"
         # The run is committed before the call is deferred: raising inside the
         # transaction would roll its creation back.
         with transaction(self.database_url) as session:
-            answer, waiting = self._call(session, call, name, inputs or {})
+            answer, waiting = self._call(session, call, name, inputs or {}, model)
         if waiting is not None:
             self.waiting.append(waiting)
             raise CallDeferred(metadata={"run_id": waiting})
         return answer
 
-    def _call(self, session: Any, call: str, name: str, inputs: dict[str, Any]
-              ) -> tuple[dict[str, Any], str | None]:
+    def _call(self, session: Any, call: str, name: str, inputs: dict[str, Any],
+              model: str | None) -> tuple[dict[str, Any], str | None]:
         """(the tool's answer, None) or ({}, the run to wait for)."""
         run = session.scalar(select(PipelineRun).where(PipelineRun.agent_call == call))
         if run is None:
@@ -73,7 +72,7 @@ class Calls:
                 return {}, create_run(session, self.vault, self.vault.skills[wanted], inputs,
                                       source=self.source, triggered_by=self.caller,
                                       parent_step_run_id=self.row_id, workdir=self.workdir,
-                                      agent_call=call)
+                                      agent_call=call, model=model)
             except InputError as exc:
                 return {"error": f"inputs of {wanted}: {exc}"}, None
             except SkillqError as exc:

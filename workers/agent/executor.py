@@ -34,7 +34,7 @@ from shared.skill import Skill
 from shared.vault import open_skill
 from workers.agent import tools_spec
 from workers.agent.calls import Calls
-from workers.agent.models import credentials, effective_model
+from workers.agent.models import credentials, effective_model, use_stored_credentials
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.prompt import build_prompt, skill_content
 from workers.agent.replay import RecordedModel, Turn
@@ -165,16 +165,19 @@ def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]
 def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skill,
                    inputs: Mapping[str, Any], catalog_skills: list[Skill],
                    timeout_s: float, calls: Calls | None = None,
-                   extra_tools: Sequence[Tool[None]] = ()) -> AgentOutcome:
+                   extra_tools: Sequence[Tool[None]] = (),
+                   requested_model: str | None = None) -> AgentOutcome:
     """Run the step to its answer, or until it waits for the runs its execute_skill calls
     started (``waiting_on``); an outcome, never an exception for the model's faults."""
     run_id, step_id, item, _ = row_id.rsplit("/", 3)
     key = TurnKey(run_id, step_id, int(item))
     m = skill.manifest
     try:
-        ref = effective_model(m.model, m.model_override, ctx.settings.agent_model)
+        ref = effective_model(m.model, m.model_override, ctx.settings.agent_model,
+                              requested_model)
     except AgentError as exc:
         return AgentOutcome(False, error=str(exc), error_kind="no_model")
+    use_stored_credentials()
     missing = credentials(ref.provider, os.environ)
     if missing:
         return AgentOutcome(False, error=f"model {ref} needs {missing}, which this worker "

@@ -9,6 +9,7 @@ could serve.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from shared.errors import AgentError
@@ -22,9 +23,29 @@ from shared.model_spec import (
     effective_model,
     resolve,
 )
+from shared.secrets import values_for
 
 __all__ = ["AGENT_MODEL_SETTING", "FORMS", "PROVIDERS", "PROVIDER_VARIABLES", "ModelRef",
-           "credentials", "effective_model", "providers_held", "resolve"]
+           "credentials", "effective_model", "provider_env", "providers_held", "resolve",
+           "use_stored_credentials"]
+
+
+def provider_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The providers' variables this worker has: from its environment, else from a skillq
+    secret of the same name in lower case (`skillq secrets set anthropic_api_key`)."""
+    env = os.environ if environ is None else environ
+    found = {v: env[v] for v in PROVIDER_VARIABLES if env.get(v, "").strip()}
+    missing = sorted(PROVIDER_VARIABLES - set(found))
+    stored = values_for([v.lower() for v in missing], env)
+    found.update({v: stored[v.lower()] for v in missing if stored.get(v.lower(), "").strip()})
+    return found
+
+
+def use_stored_credentials() -> None:
+    """Put stored credentials where the providers' SDKs read them: this process's own
+    environment (a step's environment is built afresh and never holds them)."""
+    for name, value in provider_env().items():
+        os.environ.setdefault(name, value)
 
 
 def credentials(provider: str, env: Mapping[str, str]) -> str | None:

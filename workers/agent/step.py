@@ -38,6 +38,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         run = session.get(PipelineRun, run_id)
         source = run.source if run is not None else "production"
         pipeline = run.skill if run is not None else skill.name
+        requested = _requested_model(run.plan if run is not None else {},
+                                     row_id.rsplit("/", 3)[1])
         disabled = {n for n in session.scalars(select(LibrarySkill.name).where(
             LibrarySkill.vault == (run.vault if run is not None else str(vault_root)),
             LibrarySkill.enabled.is_(False), LibrarySkill.name.is_not(None))) if n}
@@ -53,4 +55,13 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                           catalog_skills=[vault.skills[n] for n in names],
                           timeout_s=float(skill.manifest.timeout or
                                           ctx.settings.max_step_timeout_s), calls=calls,
-                          extra_tools=tools)
+                          extra_tools=tools, requested_model=requested)
+
+
+def _requested_model(plan: Mapping[str, Any], step_id: str) -> str | None:
+    """The model an execute_skill call asked this step's run to use (shared/plan.py)."""
+    for step in plan.get("steps", []):
+        if step.get("id") == step_id:
+            found = (step.get("agent") or {}).get("requested")
+            return str(found) if found else None
+    return None
