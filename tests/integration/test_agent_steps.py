@@ -347,3 +347,20 @@ def test_a_provider_key_stored_as_a_skillq_secret_serves_the_step(
     assert result.code == 0, result  # routed (announced) and served with the stored key
     (step,) = healthy.steps(result.run_id or "")
     assert "sk-ant-stored" not in json.dumps([step.stderr_tail, step.stdout_tail, step.error])
+
+
+def test_a_file_the_prompt_only_listed_is_read_with_skill_resource(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, call("skill_resource", skill="big-brief", path="../secret-plan/SKILL.md"),
+               call("skill_resource", skill="big-brief", path="references/facts.md"),
+               answer(answer="forty-two"))
+    result = run_skill("big-brief", agents, "--json",
+                       inputs={"question": f"{llm.marker(k)} what is the answer?"})
+    assert result.code == 0, result
+    first = llm.bodies(k)[0]
+    assert "references/facts.md" in json.dumps(first)  # listed under <skill_resources>
+    assert "The answer is forty-two" not in json.dumps(first)  # over the prompt's budget
+    results = llm.tool_results(k)
+    assert "lists no file '../secret-plan/SKILL.md'" in results[1][0]
+    assert "The answer is forty-two." in results[2][0]

@@ -38,6 +38,7 @@ from workers.agent.models import credentials, effective_model, use_stored_creden
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.prompt import build_prompt, skill_content
 from workers.agent.replay import RecordedModel, Turn
+from workers.agent.resource_tool import ResourceTool
 
 OUTPUT_RETRIES = 1  # an invalid structured answer is asked for once more, then it fails
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -198,6 +199,9 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         calls.allowed = allowed
         tools.append(calls.tool())
     if tool_calls:
+        readable = {skill.name: skill, **{s.name: s for s in catalog_skills
+                                          if s.name in allowed}}
+        tools.append(ResourceTool(readable).tool())
         tools.extend(extra_tools)
     agent: Agent[None, Any] = Agent(model, output_type=[output_type(m), DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
