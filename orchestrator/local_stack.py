@@ -17,10 +17,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import filelock
 
+from orchestrator.embedded_credentials import private_home
 from shared.atomic import write_text
 from shared.endpoints import Endpoints
 from shared.errors import ConfigError
@@ -68,7 +69,7 @@ def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
     env, procs = _worker_env(home, endpoints), []
     with stack_lock(home):
         for sub in ("run", "logs"):
-            (home / sub).mkdir(parents=True, exist_ok=True)
+            (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         for worker in WORKER_CLASSES:
             pidfile, log = _pidfile(home, worker.name), home / f"logs/worker-{worker.name}.log"
             pid = read_pid(pidfile)
@@ -80,7 +81,7 @@ def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
                 stop_pids([(pid, signal.SIGTERM)], group=True, timeout_s=30)
             argv = [sys.executable, "-m", "workers.main", "--queues", ",".join(worker.queues),
                     "--concurrency", str(worker.concurrency), "--name", worker.name]
-            with log.open("ab") as fh:
+            with open_log(log) as fh:
                 proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fh,
                                         stderr=subprocess.STDOUT, start_new_session=True)
             started.append(proc)
@@ -195,7 +196,7 @@ started: list[subprocess.Popen[bytes]] = []
 @contextlib.contextmanager
 def stack_lock(home: Path) -> Iterator[None]:
     """One starter or stopper at a time, so two `skillq run` never start two servers."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # queued payloads, logs: private
+    private_home(home)  # queued payloads, logs, the servers' passwords: owner-only
     try:  # only the acquire can time out: nothing under the lock takes another filelock
         with filelock.FileLock(str(home / "stack.lock"), timeout=LOCK_TIMEOUT_S):
             yield
@@ -284,6 +285,15 @@ def _stat(proc: Path) -> list[str] | None:
         return (proc / "stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def open_log(path: Path) -> BinaryIO:
+    """Append, owner-only (an older skillq made them 0644): a log may show queued work,
+    a step's output or a failing statement."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    if os.fstat(fd).st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 def tail(log: Path, lines: int = 15) -> str:

@@ -4,14 +4,22 @@ Delivery is at least once: a step's message is acknowledged only after the step 
 (acks_late), a worker process that dies hands its message back (reject_on_worker_lost),
 and each worker process holds one message at a time (prefetch 1). Redis redelivers an
 unacknowledged message after its visibility timeout, so that timeout is set longer than
-the longest step may take (see visibility_timeout_s). Everything travels as JSON.
+the longest step may take (see visibility_timeout_s). Everything travels as JSON, and
+task messages as JSON in a signed envelope: the app signs what it sends and its workers
+refuse what is not signed by an enrolled key (shared/signed_messages.py,
+docs/security.md). Remote-control messages (ping, inspect, add_consumer) stay plain JSON.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.app.control import Control
 from kombu import Exchange, Queue
 
+from shared import signed_messages
+from shared.envelope import CONTENT_TYPE
 from shared.queues import CONTROL_QUEUE, QueueClass
 from shared.settings import Settings
 
@@ -35,18 +43,34 @@ def queue(name: str) -> Queue:
     return Queue(name, Exchange(EXCHANGE, type="direct"), routing_key=name)
 
 
-def create_app(settings: Settings, *, broker_url: str, result_backend: str | None = None
-               ) -> Celery:
+class JsonControl(Control):
+    """Remote control (ping, inspect, add/cancel_consumer) in plain JSON both ways: task
+    messages are signed, these are not (docs/security.md says what that leaves open)."""
+
+    def __init__(self, app: Celery) -> None:
+        super().__init__(app)
+        mailbox: Any = getattr(self, "mailbox")  # noqa: B009 - not in celery-types
+        mailbox.serializer = "json"
+        mailbox.accept = ["json"]
+
+
+def create_app(settings: Settings, *, broker_url: str, result_backend: str | None = None,
+               database_url: str | None = None) -> Celery:
+    """``database_url`` (default SKILLQ_DATABASE_URL) is where a worker of this app reads
+    the enrolled daemon keys; a process that only sends needs none."""
     app = Celery("skillq", broker=broker_url, backend=result_backend or broker_url,
-                 include=list(TASK_MODULES))
+                 include=list(TASK_MODULES), task_cls="shared.signed_messages:GatedTask",
+                 control=JsonControl)
+    signed = signed_messages.install(app, settings,
+                                     database_url=database_url or settings.database_url)
     # Celery's default binds every declared queue to one exchange under one routing key,
     # so a publish to that exchange reached all of them; one key per queue instead.
     queues = [queue(q.value) for q in QueueClass] + [queue(CONTROL_QUEUE)]
     app.conf.update(
-        task_serializer="json",
+        task_serializer=signed,
         result_serializer="json",
-        accept_content=["json"],
-        result_accept_content=["json"],
+        accept_content=[CONTENT_TYPE],  # a plain json or pickle task message is refused
+        result_accept_content=["json"],  # results are not signed
         event_serializer="json",
         task_acks_late=True,
         task_reject_on_worker_lost=True,

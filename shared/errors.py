@@ -2,7 +2,10 @@
 
     SkillqError
      ├── ConfigError            settings or environment unusable (names the variable)
-     │    └── SecretsFileError   the secrets file is readable by others, or malformed
+     │    ├── SecretsFileError   the secrets file is readable by others, or malformed
+     │    ├── SandboxError       steps cannot be isolated as SKILLQ_SANDBOX asks
+     │    └── DaemonKeyError     this SKILLQ_HOME's daemon key is unusable (readable by
+     │                           others, unreadable) or revoked
      ├── VaultError             the vault folder itself cannot be read
      │    └── SkillNotFound      a name that no skill in the vault has
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
@@ -30,6 +33,10 @@
      ├── StepFailed             a step message's attempt failed (the Celery task's FAILURE)
      ├── AgentError             an agent step cannot be set up: an unknown model, no model
      │                          configured, a provider's credentials missing
+     ├── KeyRegistryError       `skillq daemons enroll/revoke`: not a public key, no such
+     │                          key or daemon, a revoked key enrolled again
+     ├── MessageRefused         a worker refused a task message (unsigned, unknown or revoked
+     │                          key, bad signature, expired, replayed): discarded, not run
      └── IllegalTransition      a run or step state change the tables in shared/states.py
                                 forbid (a bug, or a stale redelivery): never written
 
@@ -54,6 +61,32 @@ class SkillqError(Exception):
 
 class ConfigError(SkillqError):
     exit_code = 2
+
+
+class SandboxError(ConfigError):
+    """Names what is missing (bubblewrap, user namespaces) and the setting that decides."""
+
+
+class DaemonKeyError(ConfigError):
+    """Names the key file (or its fingerprint) and the fix; never prints the key."""
+
+
+class KeyRegistryError(SkillqError):
+    exit_code = 2
+
+
+class MessageRefused(SkillqError):
+    """Why a worker refused a task message, and whose key it named (if it named one).
+
+    Raised and caught inside the worker's message gate (shared/signed_messages.py), which
+    logs it as one line and discards the message; it never reaches a task."""
+
+    def __init__(self, reason: str, *, key: str | None = None,
+                 daemon: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.key = key
+        self.daemon = daemon
 
 
 class VaultError(SkillqError):

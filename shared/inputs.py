@@ -15,6 +15,7 @@ from typing import Any
 from shared.errors import InputError
 from shared.manifest import Manifest
 from shared.problems import Problem, display_path
+from shared.settings import get_settings
 from shared.valuetypes import from_text, type_error
 
 
@@ -60,22 +61,55 @@ def resolve_inputs(manifest: Manifest, given: Mapping[str, Any], *, origin: str 
     return with_defaults(manifest, given)
 
 
-def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path | None = None
-                     ) -> dict[str, Any]:
+MAX_BYTES_ENV = "SKILLQ_INPUT_MAX_BYTES"
+
+
+def value_bytes(value: Any) -> int:
+    """An input value's size as the cap counts it: a string's UTF-8 bytes, anything else
+    as compact JSON (what the run record stores)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           separators=(",", ":"))
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def size_problem(size: int, max_bytes: int) -> str | None:
+    if size <= max_bytes:
+        return None
+    return (f"is {size:,} bytes, over the {max_bytes:,}-byte cap on one input value: give "
+            f"less, or raise {MAX_BYTES_ENV}")
+
+
+def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path | None = None,
+                     *, max_bytes: int | None = None) -> dict[str, Any]:
     """``--input k=v`` pairs (typed by the declared inputs) over an ``--inputs-file`` JSON.
 
-    Repeating ``--input k=...`` for an array input appends to it.
+    Repeating ``--input k=...`` for an array input appends to it. No value may be larger
+    than ``max_bytes`` (default: the input_max_bytes setting): what a person or a form
+    hands a run is capped before it is parsed, stored in the run record or dispatched.
     """
+    if max_bytes is None:
+        max_bytes = get_settings().input_max_bytes
     problems: list[Problem] = []
     given: dict[str, Any] = {}
     if inputs_file is not None:
-        given.update(_read_inputs_file(inputs_file, problems))
+        for key, value in _read_inputs_file(inputs_file, problems).items():
+            too_big = size_problem(value_bytes(value), max_bytes)
+            if too_big:
+                problems.append(Problem(display_path(inputs_file), key, too_big))
+            else:
+                given[key] = value
     from_cli: dict[str, Any] = {}
+    repeated: set[str] = set()
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            problems.append(Problem("--input", pair, "write --input NAME=VALUE"))
+            shown = pair if len(pair) <= 80 else pair[:77] + "..."
+            problems.append(Problem("--input", shown, "write --input NAME=VALUE"))
+            continue
+        too_big = size_problem(value_bytes(text), max_bytes)  # before parsing it as JSON
+        if too_big:
+            problems.append(Problem("--input", key, too_big))
             continue
         spec = manifest.input(key)
         if spec is None:
@@ -88,10 +122,15 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
             continue
         if key in from_cli and spec.value_type.is_array:
             from_cli[key] = [*from_cli[key], *value]
+            repeated.add(key)
         elif key in from_cli:
             problems.append(Problem("--input", key, "given twice; give it once"))
         else:
             from_cli[key] = value
+    for key in sorted(repeated):  # each repeat fitted; together they may not
+        too_big = size_problem(value_bytes(from_cli[key]), max_bytes)
+        if too_big:
+            problems.append(Problem("--input", key, too_big))
     if problems:
         raise InputError(problems)
     given.update(from_cli)

@@ -101,6 +101,18 @@ class Requires(Frozen):
     daemon: str | None = None
 
 
+class Limits(Frozen):
+    """What one step may use (docs/security.md); unset = the daemon's defaults (settings)."""
+    memory_mb: StrictInt | None = Field(default=None, ge=16)
+    processes: StrictInt | None = Field(default=None, ge=1, description="processes and "
+                                        "threads at once")
+    cpu_s: StrictInt | None = Field(default=None, ge=1, description="CPU seconds per process")
+    file_mb: StrictInt | None = Field(default=None, ge=1, description="the largest file it "
+                                      "may write")
+    open_files: StrictInt | None = Field(default=None, ge=16)
+    network: StrictBool | None = None
+
+
 class CacheSpec(Frozen):
     enabled: StrictBool = False
     ttl: StrictInt = Field(default=3600, gt=0, description="seconds")
@@ -163,6 +175,7 @@ class Manifest(Frozen):
     estimated_cost: Label | None = None
     estimated_duration: Label | None = None
     cache: CacheSpec = CacheSpec()
+    limits: Limits = Limits()
     # Screen steps declared as actions (docs/screen-skills.md): dom0 and cmd0 only.
     browser: BrowserSpec | None = None
     desktop: DesktopSpec | None = None

@@ -133,7 +133,7 @@ def store(path: Path, name: str, value: str) -> None:
     current = read_file(path)
     current[name] = value
     text = "".join(f"{k} = {_toml_string(v)}\n" for k, v in sorted(current.items()))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # usually SKILLQ_HOME: private
     # write_text's temporary file comes from mkstemp: mode 0600 from its first byte, and
     # the rename keeps it.
     write_text(path, "# skillq secrets: keep this file mode 0600\n" + text)

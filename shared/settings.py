@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -31,6 +33,11 @@ class Settings(BaseSettings):
                                      "than this travel by reference through the store")
     max_output_bytes: int = Field(default=64 * 1024 * 1024, gt=0,
                                   description="a step's outputs past this are refused")
+    input_max_bytes: int = Field(default=1024 * 1024, gt=0, description="the largest value "
+                                 "one run input may have (UTF-8 bytes; JSON for lists and "
+                                 "objects), from `skillq run`/`skillq schedule add` and the "
+                                 "dashboard's run form; the dashboard also refuses request "
+                                 "bodies past 8 times this plus 64 KiB")
     heartbeat_s: float = Field(default=5.0, gt=0, description="how often a running step "
                                "proves its worker alive")
     dead_after_s: float = Field(default=30.0, gt=0, description="a running step whose "
@@ -58,6 +65,17 @@ class Settings(BaseSettings):
     task_events: bool = Field(default=False, description="workers and clients send Celery "
                               "task events from the start (for Flower); off by default "
                               "because events cost a third of a fan-out's throughput")
+    message_ttl_s: float = Field(default=86400.0, gt=0, description="how long a signed task "
+                                 "message stays valid, counted from when it is due (sent, or "
+                                 "its countdown/ETA); a worker refuses it later "
+                                 "(docs/security.md)")
+    message_clock_skew_s: float = Field(default=300.0, ge=0, description="how far the clocks "
+                                        "of the machines may differ when a worker checks a "
+                                        "message's issue and expiry times")
+    key_refresh_s: float = Field(default=10.0, gt=0, description="workers re-read the "
+                                 "enrolled daemon keys from PostgreSQL at least this often "
+                                 "(and at once for a key they do not know), so a revocation "
+                                 "takes effect within it")
     beat_tick_s: float = Field(default=10.0, gt=0, description="the longest `skillq beat` "
                                "sleeps between looks at the schedules table (it also wakes "
                                "at the next due time); a beat waiting for the lock retries "
@@ -68,6 +86,10 @@ class Settings(BaseSettings):
     flower_auth: SecretStr | None = Field(default=None, description="user:password (comma "
                                           "separated for several) that `skillq flower` "
                                           "requires; unset = Flower only on 127.0.0.1")
+    dashboard_hosts: str = Field(default="", description="comma-separated extra Host names "
+                                 "(name or name:port; * turns the check off) the dashboard "
+                                 "answers to besides the address it listens on, e.g. the "
+                                 "name a reverse proxy forwards")
     chromium_path: Path | None = Field(default=None, description="the browser dom0 steps "
                                        "launch; unset = Playwright's own, else the system's")
     agent_model: str | None = Field(default=None, description="the model agent steps use "
@@ -84,6 +106,38 @@ class Settings(BaseSettings):
                                             "past it the list is cut and the step's record "
                                             "says which skills were left out")
 
+    sandbox: Literal["auto", "bwrap", "off"] = Field(default="auto", description="how steps "
+                                                     "are isolated: bwrap = bubblewrap, "
+                                                     "required; auto = bubblewrap where it "
+                                                     "runs, else a plain unprivileged account "
+                                                     "(as root) or nothing, with a warning; "
+                                                     "off = steps run as the worker "
+                                                     "(docs/security.md)")
+    step_account: str = Field(default="skillq-step", description="the unprivileged account "
+                              "steps run as when the worker runs as root (created if missing)")
+    step_memory_mb: int = Field(default=4096, ge=16, description="a step's memory, unless "
+                                "its SKILL.md sets limits.memory_mb")
+    step_processes: int = Field(default=1024, ge=1, description="processes and threads a "
+                                "step may have at once (limits.processes)")
+    step_cpu_s: int = Field(default=3600, ge=1, description="CPU seconds each process of a "
+                            "step may use (limits.cpu_s)")
+    step_file_mb: int = Field(default=4096, ge=1, description="the largest file a step may "
+                              "write (limits.file_mb)")
+    step_open_files: int = Field(default=4096, ge=16, description="open files per process of "
+                                 "a step (limits.open_files)")
+    step_binds: str = Field(default="", description="comma-separated folders every step on "
+                            "this daemon may read and write (bound into its sandbox at the "
+                            "same path; the step account needs write access to them)")
+    step_network: bool = Field(default=True, description="whether steps reach the network "
+                               "unless their SKILL.md sets limits.network")
+
 
 def get_settings() -> Settings:
-    return Settings()
+    """The settings; ConfigError naming each variable that does not parse (the CLI shows
+    it as a message, not a traceback)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        lines = [f"SKILLQ_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']} (got "
+                 f"{e.get('input')!r}); fix or unset it" for e in exc.errors()]
+        raise ConfigError("\n".join(lines)) from None

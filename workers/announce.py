@@ -6,6 +6,9 @@ the planner routes only to daemons whose workers were heard from within
 SKILLQ_DAEMON_OFFLINE_AFTER_S. The queues are read from the worker's live consumer, so a
 queue a worker stops consuming (``celery control cancel_consumer``) stops being routed to.
 Model providers are announced by name only: the keys stay in the worker's environment.
+Each worker also enrolls its SKILLQ_HOME's daemon key at its first announcement (it holds
+the database credentials, so it may: docs/security.md) and announces the key's
+fingerprint.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from shared import daemon_key
+from shared.db import daemon_keys
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.db.migrate import upgrade
 from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
+from shared.errors import DaemonKeyError
 from shared.settings import Settings
 from shared.vault import open_vault
 from workers.agent.models import provider_env, providers_held
@@ -117,7 +123,8 @@ def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
 
 
 def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterable[str],
-             pid: int, started_at: datetime) -> None:
+             pid: int, started_at: datetime, key_fingerprint: str | None = None,
+             sandbox: str | None = None) -> None:
     now = datetime.now(UTC)
     values = {"name": caps.daemon, "device_id": caps.device_id, "platform": caps.platform,
               "role": caps.role, "capabilities": list(caps.capabilities),
@@ -128,9 +135,24 @@ def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterabl
                                             if k not in ("name", "started_at")}))
     worker = {"node": node, "daemon": caps.daemon, "queues": sorted(set(queues)), "pid": pid,
               "heartbeat_at": now, "model_providers": list(caps.model_providers),
-              "agent_model": caps.agent_model}
+              "agent_model": caps.agent_model, "key_fingerprint": key_fingerprint,
+              "sandbox": sandbox}
     session.execute(insert(DaemonWorker).values(**worker).on_conflict_do_update(
         index_elements=[DaemonWorker.node], set_=worker))
+
+
+def enroll_key(session: Session, settings: Settings) -> str:
+    """Enroll this worker's daemon key (a revoked one is not enrolled again: logged, the
+    worker goes on, and what it sends is refused); its fingerprint."""
+    key = daemon_key.load_or_create(settings.home)
+    done = daemon_keys.enroll_own(session, key, daemon_name(settings))
+    if done.new:
+        log.info("enrolled this daemon's key %s (%s)", key.fingerprint, key.path)
+    try:
+        daemon_keys.check_not_revoked(done, key)
+    except DaemonKeyError as exc:
+        log.error("%s", exc)
+    return key.fingerprint
 
 
 def migrate(database_url: str) -> None:
@@ -142,12 +164,14 @@ def migrate(database_url: str) -> None:
         log.warning("database schema left as it is: %s", exc)
 
 
-def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> threading.Event:
+def start(settings: Settings, node: str, queues: Callable[[], list[str]], *,
+          sandbox: str | None = None) -> threading.Event:
     """Announce now (so a waiting `skillq run` sees this worker), then every heartbeat.
 
-    Pending migrations are applied first. A database that is down or not ready never
-    stops the worker: the first announcement and each heartbeat are retried with backoff
-    (capped at heartbeat_s), logged once per outage.
+    ``sandbox``: how this worker isolates its steps (workers.sandbox.check), shown by
+    `skillq daemons`. Pending migrations are applied first. A database that is down or
+    not ready never stops the worker: the first announcement and each heartbeat are
+    retried with backoff (capped at heartbeat_s), logged once per outage.
     """
     database_url = settings.database_url
     assert database_url is not None
@@ -155,6 +179,7 @@ def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> thr
     stop = threading.Event()
     caps = probe(settings)
     migrated = False
+    fingerprint: str | None = None
 
     def down(exc: BaseException) -> None:
         # an unreachable server is one line; anything else (a bug) deserves its traceback
@@ -169,16 +194,18 @@ def start(settings: Settings, node: str, queues: Callable[[], list[str]]) -> thr
                                                      node, took_s))
 
     def once() -> None:
-        nonlocal caps, migrated
+        nonlocal caps, migrated, fingerprint
         if not migrated:
             migrate(database_url)
             migrated = True
         with transaction(database_url) as session:
+            key = fingerprint or enroll_key(session, settings)
             asked = set(session.scalars(select(WantedSoftware.name)))
             if not asked <= set(caps.software):
                 caps = probe(settings, asked)
             announce(session, caps, node=node, queues=queues(), pid=os.getpid(),
-                     started_at=started)
+                     started_at=started, key_fingerprint=key, sandbox=sandbox)
+        fingerprint = key  # enrolled once committed: not again at every heartbeat
 
     try:
         once()  # here, not in the thread: a worker that answers pings is already routable

@@ -21,10 +21,11 @@ import os
 import shutil
 import signal
 import stat
-import tempfile
 from pathlib import Path
 
+from workers import sandbox as sandboxes
 from workers.proc_tags import kill_tagged
+from workers.sandbox.runner import scratch_root, slot_dir
 
 STEP_MARKER = "SKILLQ_STEP_RUN"  # in each script's environment: finds it after a crash
 PR_SET_CHILD_SUBREAPER = 36
@@ -43,10 +44,21 @@ def become_subreaper() -> bool:
     return _reaping
 
 
+def _scratch_name(row_id: str) -> str:
+    return f"skillq-step-{hashlib.sha256(row_id.encode()).hexdigest()[:24]}"
+
+
 def scratch_for(row_id: str) -> Path:
-    """The attempt's scratch folder: named after it, so whoever ends it can find it."""
-    digest = hashlib.sha256(row_id.encode()).hexdigest()[:24]
-    return Path(tempfile.gettempdir()) / f"skillq-step-{digest}"
+    """The attempt's scratch folder: named after it, so whoever ends it can find it, in
+    this process's slot (the part of /tmp this process's sandboxed steps can see)."""
+    return slot_dir() / _scratch_name(row_id)
+
+
+def _scratch_anywhere(row_id: str) -> list[Path]:
+    """The attempt's scratch folders in any process's slot (that process may be gone)."""
+    name = _scratch_name(row_id)
+    return [p for pattern in (name, name + "-screen")
+            for p in scratch_root().glob(f"*/{pattern}")]
 
 
 def _children() -> list[int]:
@@ -58,12 +70,15 @@ def _children() -> list[int]:
 
 
 def sweep_children() -> list[int]:
-    """Kill and reap every child of this subreaper process (its step's leftovers)."""
+    """Kill and reap every child of this subreaper process (its step's leftovers), but for
+    its sandbox launchers (workers/sandbox/): they outlive steps, and end what those
+    started themselves."""
     if not _reaping:
         return []
+    keep = set(sandboxes.launcher_pids())
     killed: list[int] = []
     for _ in range(SWEEP_ROUNDS):
-        pids = _children()
+        pids = [p for p in _children() if p not in keep]
         if not pids:
             break
         for pid in pids:
@@ -88,6 +103,10 @@ def remove_scratch(path: Path) -> None:
 def end(row_id: str, *, by_tag: bool = False) -> list[int]:
     """Kill what attempt ``row_id`` left running and remove its scratch folder; pids."""
     killed = kill_tagged(STEP_MARKER, row_id) if by_tag else sweep_children()
+    if by_tag:  # in the worker's main process: the attempt ran in a pool process's slot
+        for found in _scratch_anywhere(row_id):
+            remove_scratch(found)
+        return killed
     scratch = scratch_for(row_id)
     remove_scratch(scratch)
     remove_scratch(scratch.with_name(scratch.name + "-screen"))  # a screen host's folder

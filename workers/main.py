@@ -7,6 +7,7 @@ database come from SKILLQ_BROKER_URL / SKILLQ_DATABASE_URL (the local stack sets
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import sys
@@ -14,11 +15,13 @@ from typing import Any
 
 from celery.signals import worker_process_init, worker_ready
 
+from shared import daemon_key
 from shared.celery_app import create_app
 from shared.db.session import dispose_engines
 from shared.errors import ConfigError
 from shared.settings import get_settings
 from workers import announce, attempt_end, sweeper
+from workers import sandbox as sandboxes
 
 
 def worker_argv(queues: list[str], concurrency: int, node: str) -> list[str]:
@@ -55,8 +58,15 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError("SKILLQ_BROKER_URL is not set: start workers with `skillq up`, or "
                           "set it to your Redis URL")
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    isolation = sandboxes.check(settings)  # SandboxError (exit 2) before taking any work
+    level = logging.INFO if isolation.startswith("bubblewrap") else logging.WARNING
+    logging.getLogger("skillq.sandbox").log(level, "steps run in: %s", isolation)
+    # The key its messages are signed with: unusable (readable by others) = exit 2 now,
+    # not a refused message later. Enrolled at the first announcement (workers/announce.py).
+    daemon_key.load_or_create(settings.home)
     app = create_app(settings, broker_url=settings.broker_url,
-                     result_backend=settings.result_backend)
+                     result_backend=settings.result_backend,
+                     database_url=settings.database_url)
     name = args.name or "-".join(queues)
     daemon = announce.daemon_name(settings)
     node = f"{name}@{daemon if settings.daemon else socket.gethostname()}"
@@ -69,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
             return [q.name for q in consumer.queues]
 
         sweeper.start(app, settings)  # first: it must run whatever announcing meets
-        announce.start(settings, node, live_queues)
+        announce.start(settings, node, live_queues, sandbox=isolation)
 
     def on_fork(**_: object) -> None:
         # A pool process forked after the main process opened connections (the sweeper)

@@ -23,6 +23,9 @@ from typing import Any
 
 from shared.manifest import Manifest
 from shared.valuetypes import type_error
+from workers.sandbox import Sandbox
+from workers.sandbox.limits import Breaches, StepLimits, limit_reached
+from workers.sandbox.runner import Started
 
 TAIL_BYTES = 8 * 1024  # stdout/stderr kept with the run record
 TERM_GRACE_S = 2.0  # on timeout: SIGTERM to the group, this long, then SIGKILL
@@ -74,27 +77,25 @@ class _BadOutput(Exception):
         self.size = size  # bytes of the outputs, for the record
 
 
-def resource_prefix(manifest: Manifest) -> list[str]:
-    """The argv prefix for resource limits (none yet), e.g. ``["prlimit", "--as=2G", "--"]``:
-    a wrapper, never ``preexec_fn`` (slow, and deadlock-prone in a threaded worker)."""
-    return []
-
-
 def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                secrets: Mapping[str, str], timeout_s: float, max_output_bytes: int,
                workdir: Path | None = None,
                extra_env: Mapping[str, str] | None = None,
-               scratch: Path | None = None) -> ScriptResult:
+               scratch: Path | None = None,
+               sandbox: Sandbox | None = None) -> ScriptResult:
     """Run ``manifest.run.command`` in a scratch copy of ``folder``; classify the outcome.
     Only secrets declared in ``auth`` are passed (as NAME upper-cased). ValueError on
     caller errors (no ``run``, an env name clash, inputs not JSON); the rest is a result.
     ``scratch``: the folder to work in (created, then removed), named by the caller so
-    that whoever ends the attempt can find it (workers/attempt_end.py); else a new one."""
+    that whoever ends the attempt can find it (workers/attempt_end.py); else a new one.
+    ``sandbox``: where the command runs (workers/sandbox/), under the manifest's limits;
+    None: as this process's user, with its rights (SKILLQ_SANDBOX=off, and unit tests)."""
     if manifest.run is None:
         raise ValueError(f"skill '{manifest.name}' has no run command")
     payload = json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode()
     if scratch is None:
-        scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-",
+                                        dir=sandbox.slot if sandbox else None))
     else:
         shutil.rmtree(scratch, ignore_errors=True)  # a dead process's leftover
         scratch.mkdir(mode=0o700, parents=True)
@@ -108,7 +109,17 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
         shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NO_BYTECODE)
         _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
         in_path.write_bytes(payload)
-        return _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
+        if sandbox is None:
+            return _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
+        sandbox.prepare(scratch)
+        where = _Where(sandbox, StepLimits.resolve(manifest.limits, sandbox.settings),
+                       protocol.get("SKILLQ_WORKDIR"), str(folder.absolute().parent))
+        with sandbox.lock:
+            try:
+                return _execute(manifest, cwd, env, payload, out_path, timeout_s,
+                                max_output_bytes, where)
+            finally:
+                sandbox.end_attempt()
     finally:
         _make_writable(scratch)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -135,6 +146,14 @@ def _environment(manifest: Manifest, secrets: Mapping[str, str],
     return env
 
 
+@dataclass(frozen=True, slots=True)
+class _Where:
+    sandbox: Sandbox
+    limits: StepLimits
+    workdir: str | None
+    vault: str  # the skill folder's parent: its peers are hidden from it
+
+
 def _make_writable(root: Path) -> None:
     for path in [root, *root.rglob("*")]:
         with contextlib.suppress(OSError):
@@ -144,7 +163,8 @@ def _make_writable(root: Path) -> None:
 
 
 def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
-             out_path: Path, timeout_s: float, cap: int) -> ScriptResult:
+             out_path: Path, timeout_s: float, cap: int,
+             where: _Where | None = None) -> ScriptResult:
     assert manifest.run is not None
     out, err = _Tail(TAIL_BYTES + cap + 2), _Tail(TAIL_BYTES)  # stdout: room for the last line
     start = time.monotonic()
@@ -155,20 +175,28 @@ def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
         return ScriptResult(status, code, outputs, error, out.text(), err.text(), ms, size)
 
     try:
-        argv = resource_prefix(manifest) + shlex.split(manifest.run.command)
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True)
+        argv = shlex.split(manifest.run.command)
+        proc: subprocess.Popen[bytes] | Started
+        if where is None:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True, close_fds=True)
+        else:
+            proc = where.sandbox.start(argv, cwd, env, where.limits, where.workdir, where.vault)
     except (OSError, ValueError) as exc:
         return result(ScriptStatus.FAILED, None, f"cannot start {manifest.run.command!r}: {exc}")
     timed_out = _pump(proc, payload, timeout_s, out, err)
     code = proc.wait()
+    breaches = where.sandbox.breaches(proc) if where else Breaches()
     if timed_out:
         return result(ScriptStatus.TIMEOUT, code,
                       f"timed out after {timeout_s:g} s (process group killed)")
     if code != 0:
         status = ScriptStatus.TRANSIENT if code == EX_TEMPFAIL else ScriptStatus.FAILED
-        return result(status, code, _failure_message(code, err.text()))
+        message = _failure_message(code, err.text())
+        if where and (reached := limit_reached(where.limits, code, err.text(), breaches)):
+            message, status = f"{reached}; {message}", ScriptStatus.FAILED
+        return result(status, code, message)
     try:
         outputs, size = _read_outputs(manifest, out_path, out, cap)
     except _BadOutput as exc:
@@ -176,7 +204,7 @@ def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
     return result(ScriptStatus.SUCCESS, code, None, outputs, size)
 
 
-def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
+def _pump(proc: subprocess.Popen[bytes] | Started, payload: bytes, timeout_s: float,
           out: _Tail, err: _Tail) -> bool:
     """Feed stdin, read stdout/stderr until the child is gone; True when it timed out.
     The group is killed as soon as the direct child exits, then pipes drain for at most
@@ -187,6 +215,14 @@ def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
     sel.register(proc.stderr, selectors.EVENT_READ, err)
     os.set_blocking(proc.stdin.fileno(), False)
     sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+    if isinstance(proc, Started):
+        exited, signal_group = proc.exited, proc.signal_group
+    else:
+        pid = proc.pid
+        def exited() -> bool:
+            return _exited(pid)
+        def signal_group(sig: signal.Signals) -> None:
+            _signal_group(pid, sig)
     deadline = time.monotonic() + timeout_s
     kill_at: float | None = None  # set when SIGTERM went out on timeout
     stop_at: float | None = None  # set when the direct child has exited: drain until then
@@ -195,14 +231,14 @@ def _pump(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float,
         while True:
             now = time.monotonic()
             if stop_at is None:
-                if _exited(proc.pid):
-                    _signal_group(proc.pid, signal.SIGKILL)
+                if exited():
+                    signal_group(signal.SIGKILL)
                     stop_at = now + DRAIN_S
                 elif kill_at is None and now >= deadline:
-                    _signal_group(proc.pid, signal.SIGTERM)
+                    signal_group(signal.SIGTERM)
                     kill_at = now + TERM_GRACE_S
                 elif kill_at is not None and now >= kill_at:
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    signal_group(signal.SIGKILL)
             if stop_at is not None and (now >= stop_at or not sel.get_map()):
                 break
             # With the pipes closed the child is exiting: poll fast, then back off.
@@ -261,12 +297,18 @@ def _too_big(size: int, cap: int, *, at_least: bool = False) -> _BadOutput:
 def _read_outputs(manifest: Manifest, out_path: Path, out: _Tail,
                   cap: int) -> tuple[dict[str, Any], int]:
     if out_path.exists() or out_path.is_symlink():
-        where, st = "SKILL_OUTPUT", out_path.lstat()
-        if not stat.S_ISREG(st.st_mode):  # no symlink to /dev/zero, no FIFO
-            raise _BadOutput("SKILL_OUTPUT is not a regular file")
-        if st.st_size > cap:
-            raise _too_big(st.st_size, cap)
-        with out_path.open("rb") as fh:
+        where = "SKILL_OUTPUT"
+        try:  # O_NOFOLLOW, then fstat: the step cannot swap in a link to a worker's file
+            fd = os.open(out_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            raise _BadOutput("SKILL_OUTPUT is not a regular file") from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            # no FIFO, no /dev/zero, no hard link to a file of someone else's
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                raise _BadOutput("SKILL_OUTPUT is not a regular file")
+            if st.st_size > cap:
+                raise _too_big(st.st_size, cap)
             raw = fh.read(cap + 1)
         if len(raw) > cap:
             raise _too_big(len(raw), cap, at_least=True)

@@ -33,6 +33,7 @@ from shared.states import RunState, StepState
 from shared.store import pack, unpack
 from shared.vault import open_skill, open_vault
 from workers import attempt_end, published
+from workers import sandbox as sandboxes
 from workers.attempt_end import STEP_MARKER, scratch_for
 from workers.failure_notes import note_failures
 from workers.heartbeat import heartbeat
@@ -223,7 +224,8 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
                                      settings=ctx.settings, database_url=ctx.database_url,
                                      secrets=secrets, workdir=workdir,
                                      extra_env={STEP_MARKER: job.row_id},
-                                     scratch=scratch_for(job.row_id))
+                                     scratch=scratch_for(job.row_id),
+                                     sandbox=sandboxes.current(ctx.settings))
             done = screen.done
         else:
             assert skill.manifest.run is not None
@@ -231,7 +233,8 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
                               timeout_s=skill.manifest.run.timeout,
                               max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
                               extra_env={STEP_MARKER: job.row_id},
-                              scratch=scratch_for(job.row_id))
+                              scratch=scratch_for(job.row_id),
+                              sandbox=sandboxes.current(ctx.settings))
     finally:
         attempt_end.end(job.row_id)  # nothing the attempt started outlives it
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,

@@ -23,9 +23,12 @@ def dashboard(
 ) -> None:
     """Serve the dashboard until interrupted (Ctrl-C)."""
     from orchestrator.dashboard.config import DashboardConfig, check_bind, credentials_from_env
+    from orchestrator.dashboard.hosts import parse_hosts
+    from shared.settings import get_settings
 
     credentials = credentials_from_env()
     check_bind(host, credentials)  # before anything starts or listens
+    parse_hosts(get_settings().dashboard_hosts)  # a bad entry: refused as early
     try:
         import uvicorn
 
@@ -40,7 +43,9 @@ def dashboard(
     config = DashboardConfig(host=host, port=port, vault=root,
                              database_url=conn.endpoints.database_url, credentials=credentials,
                              discovery_ttl_s=conn.settings.discovery_ttl_s,
-                             daemon_offline_after_s=conn.settings.daemon_offline_after_s)
+                             daemon_offline_after_s=conn.settings.daemon_offline_after_s,
+                             hosts=conn.settings.dashboard_hosts,
+                             input_max_bytes=conn.settings.input_max_bytes)
     shown = f"[{host}]" if ":" in host else host
     err.print(f"skillq dashboard on http://{shown}:{port}/ (vault {root}"
               f"{'; basic auth on' if credentials else ''}); Ctrl-C stops it", markup=False)

@@ -5,7 +5,6 @@ Progress goes to stderr (a spinner only on a terminal); results go to stdout.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
@@ -15,6 +14,7 @@ from orchestrator.cli.common import err, out
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
 from shared.db.migrate import upgrade
+from shared.endpoints import mask_url
 from shared.settings import get_settings
 
 
@@ -45,7 +45,7 @@ def up(
                        f"waiting for workers: {n}/{total} ready…"))
     for label, url in (("broker", endpoints.broker_url), ("results", endpoints.result_backend),
                        ("database", endpoints.database_url)):
-        out.print(f"{label:<9} {_redacted(url)}", markup=False)
+        out.print(f"{label:<9} {mask_url(url)}", markup=False)
     for proc in procs:
         state = "already running" if proc.reused else "started"
         out.print(f"worker {proc.worker.name:<8} pid {proc.pid:<7} queues "
@@ -83,8 +83,3 @@ def status() -> None:
         table.add_row(svc.name, "[green]running[/]" if svc.running else "[red]stopped[/]",
                       str(svc.pid or "-"), svc.detail)
     out.print(table)
-
-
-def _redacted(url: str) -> str:
-    """A configured URL may carry a password: never print it."""
-    return re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)

@@ -1,4 +1,5 @@
-"""The dashboard's ASGI app: routes of each page group, the auth guard, error pages."""
+"""The dashboard's ASGI app: routes of each page group, the guard (Host, auth, form
+tokens, body limit), error pages."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from starlette.responses import Response
 
 from orchestrator.connect import Connection
 from orchestrator.dashboard import pages_actions, pages_ops, pages_runs, pages_skills
-from orchestrator.dashboard.auth import DashboardGuard
 from orchestrator.dashboard.config import DashboardConfig
 from orchestrator.dashboard.context import Dashboard, dashboard, make_templates
+from orchestrator.dashboard.csrf import FormTokens, cookie_name
+from orchestrator.dashboard.guard import DashboardGuard
+from orchestrator.dashboard.hosts import host_policy
 from shared.errors import SkillNotFound, SkillqError
 
 
@@ -35,7 +38,11 @@ def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
     app = Starlette(
         routes=[*pages_skills.routes, *pages_actions.routes, *pages_runs.routes,
                 *pages_ops.routes],
-        middleware=[Middleware(DashboardGuard, credentials=config.credentials)],
+        middleware=[Middleware(
+            DashboardGuard, credentials=config.credentials,
+            hosts=host_policy(config.host, config.port, config.hosts),
+            tokens=FormTokens(),  # a secret of this process: forms do not outlive it
+            cookie=cookie_name(config.port), max_body_bytes=config.max_body_bytes)],
         exception_handlers={HTTPException: _http_error, SkillqError: _skillq_error})
     app.state.dashboard = Dashboard(config, conn, make_templates())
     return app

@@ -1,9 +1,10 @@
-"""HTTP basic authentication and a same-origin check for form posts (ASGI middleware).
+"""HTTP basic authentication and the same-origin check of state-changing requests (the
+guard that applies them: orchestrator/dashboard/guard.py).
 
 With credentials configured, every request without them answers 401 (with a
-``WWW-Authenticate`` challenge, so a browser asks). A POST whose Origin is another site
-is refused (403): a browser would otherwise send the cached credentials along with a
-form another page submits here.
+``WWW-Authenticate`` challenge, so a browser asks). A POST whose Origin (or, without one,
+Referer) is another site is refused (403): a browser would otherwise send the cached
+credentials along with a form another page submits here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import hmac
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.dashboard.config import Credentials
 
@@ -40,32 +39,19 @@ def authorized(header: str | None, credentials: Credentials) -> bool:
     return bool(sep) and same_user and same_password
 
 
-def same_origin(headers: Headers) -> bool:
+def cross_site(headers: Headers) -> str | None:
+    """The other site a request came from (its Origin, else its Referer), or None."""
+    host = headers.get("host", "").lower()
     origin = headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None  # no Origin: not a browser's cross-site form
-    return urlsplit(origin).netloc == headers.get("host", "")
+    if origin is not None:
+        return None if origin != "null" and urlsplit(origin).netloc.lower() == host else origin
+    referer = headers.get("referer")
+    if referer:
+        parts = urlsplit(referer)
+        if parts.netloc.lower() != host:
+            return f"{parts.scheme}://{parts.netloc}" if parts.netloc else referer
+    return None  # neither: not a browser's cross-site form (the token decides)
 
 
-class DashboardGuard:
-    def __init__(self, app: ASGIApp, credentials: Credentials | None) -> None:
-        self.app = app
-        self.credentials = credentials
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        if self.credentials is not None and not authorized(headers.get("authorization"),
-                                                           self.credentials):
-            response = PlainTextResponse(
-                "authentication required\n", status_code=401,
-                headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
-            await response(scope, receive, send)
-            return
-        if scope["method"] == "POST" and not same_origin(headers):
-            await PlainTextResponse("cross-site form posts are refused\n",
-                                    status_code=403)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+def same_origin(headers: Headers) -> bool:
+    return cross_site(headers) is None

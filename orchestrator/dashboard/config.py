@@ -19,6 +19,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PAGE_SIZE = 25
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+INPUT_MAX_BYTES = 1024 * 1024  # shared/settings.py input_max_bytes
+BODY_SLACK_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,15 @@ class DashboardConfig:
     page_size: int = PAGE_SIZE
     discovery_ttl_s: float = 5.0
     daemon_offline_after_s: float = 30.0
+    hosts: str = ""  # SKILLQ_DASHBOARD_HOSTS
+    input_max_bytes: int = INPUT_MAX_BYTES  # SKILLQ_INPUT_MAX_BYTES
+
+    @property
+    def max_body_bytes(self) -> int:
+        """Room for a few inputs at the cap, percent-encoded (up to 3 bytes a byte), plus
+        the other fields: a form with one input over the cap still reaches the input
+        check, which names it."""
+        return 8 * self.input_max_bytes + BODY_SLACK_BYTES
 
 
 def parse_credentials(text: str | None) -> Credentials | None:

@@ -16,6 +16,7 @@ from starlette.templating import Jinja2Templates
 
 from orchestrator.connect import Connection
 from orchestrator.dashboard.config import DashboardConfig
+from orchestrator.dashboard.csrf import csrf_input
 from orchestrator.library import repo
 from shared.db.session import transaction
 from shared.vault import Vault, open_vault
@@ -44,6 +45,7 @@ def _when(value: datetime | None) -> str:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters.update(ms=_ms, usd=_usd, pct=_pct, when=_when)
+    templates.env.globals["csrf_input"] = csrf_input
     return templates
 
 

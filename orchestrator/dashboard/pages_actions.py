@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from orchestrator.dashboard.context import Dashboard, dashboard
+from orchestrator.dashboard.csrf import submitted_form
 from orchestrator.dashboard.pages_skills import skill_page, skills_page
 from orchestrator.dashboard.run_form import fields, form_values, parse_form
 from orchestrator.launch import start_run
@@ -32,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 async def _form(request: Request) -> dict[str, str]:
-    return form_values(list((await request.form()).multi_items()))
+    limit = dashboard(request).config.max_body_bytes
+    return form_values(list((await submitted_form(request, limit)).multi_items()))
 
 
 def _flag(form: dict[str, str], key: str) -> bool:
@@ -59,7 +61,7 @@ def _start(request: Request, form: dict[str, str]) -> Response:
     skill = vault.get(request.path_params["name"])
     try:
         checked(vault, skill)
-        given = parse_form(skill.manifest, form)
+        given = parse_form(skill.manifest, form, max_bytes=dash.config.input_max_bytes)
         run_id = start_run(dash.conn, vault, skill, given, source=RunSource.PRODUCTION.value,
                            triggered_by="dashboard")
     except SkillqError as exc:

@@ -10,6 +10,7 @@ from starlette.routing import Route
 
 from orchestrator.dashboard import queries
 from orchestrator.dashboard.context import dashboard
+from orchestrator.dashboard.csrf import submitted_form
 from orchestrator.schedules.records import set_paused
 from shared.errors import SkillqError
 from shared.notes import Status, set_status
@@ -38,7 +39,7 @@ def schedules(request: Request, message: str | None = None, error: str | None = 
 
 
 async def schedule_action(request: Request) -> Response:
-    form = await request.form()
+    form = await submitted_form(request, dashboard(request).config.max_body_bytes)
     action = str(form.get("action", ""))
     return await run_in_threadpool(_pause, request, action)
 
@@ -77,7 +78,7 @@ def notes(request: Request, message: str | None = None, error: str | None = None
 
 
 async def note_action(request: Request) -> Response:
-    form = await request.form()
+    form = await submitted_form(request, dashboard(request).config.max_body_bytes)
     action = str(form.get("action", ""))
     return await run_in_threadpool(_close_note, request, action)
 

@@ -47,9 +47,11 @@ def pairs(manifest: Manifest, form: Mapping[str, str]) -> list[str]:
             if form.get(spec.name, "").strip() != ""]
 
 
-def parse_form(manifest: Manifest, form: Mapping[str, str]) -> dict[str, Any]:
-    """The checked inputs; InputError (the CLI's message) when they do not fit."""
-    return parse_cli_inputs(manifest, pairs(manifest, form))
+def parse_form(manifest: Manifest, form: Mapping[str, str], *, max_bytes: int | None = None
+               ) -> dict[str, Any]:
+    """The checked inputs; InputError (the CLI's message) when they do not fit, an input
+    over ``max_bytes`` included."""
+    return parse_cli_inputs(manifest, pairs(manifest, form), max_bytes=max_bytes)
 
 
 def form_values(items: Sequence[tuple[str, Any]]) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Integer, String
+from sqlalchemy import DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -44,6 +44,10 @@ class DaemonWorker(Base):
     model_providers: Mapped[list[str]] = mapped_column(JSONB, default=list,
                                                        server_default="[]")
     agent_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    # The daemon key this process signs its task messages with (shared/daemon_key.py).
+    key_fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
+    # How this process isolates steps; NULL until the sandbox announces itself.
+    sandbox: Mapped[str | None] = mapped_column(Text, default=None)
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from celery import Celery
@@ -48,11 +48,16 @@ from sqlalchemy.orm import Session
 
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from shared.celery_app import create_app
+from shared.db.daemon_models import DaemonWorker
 from shared.db.migrate import upgrade
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.endpoints import Endpoints
 from shared.settings import Settings
+from workers.sandbox.runner import scratch_root
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 HEARTBEAT_S = 0.5
 DEAD_AFTER_S = 3.0
@@ -61,6 +66,8 @@ INLINE_OUTPUT_BYTES = 1024
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 RUN_TIMEOUT_S = 60.0  # a hang guard for a whole pipeline run, not a speed assert
+
+CHROMIUM = "/usr/bin/chromium"  # the `browser` fixture's (test_dashboard.py has its own)
 
 HERE = Path(__file__).parent
 VAULTS = HERE / "vaults"
@@ -109,6 +116,44 @@ def children_of(pid: int) -> list[int]:
     return sorted(found)
 
 
+def host_pid(pid: int, hint: str) -> int | None:
+    """The pid, as this process sees it, of a step's process that wrote ``pid`` from
+    inside its sandbox (its own PID namespace): the process whose innermost pid it is and
+    whose inputs file names ``hint`` (the folder the pid file went to). A pid written
+    outside any sandbox is returned as is; None while no such process is found."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError):
+            line = next(x for x in status.read_text().splitlines() if x.startswith("NSpid:"))
+            chain = [int(p) for p in line.split()[1:]]
+            if len(chain) < 2 or chain[-1] != pid:
+                continue
+            environ = (status.parent / "environ").read_bytes().split(b"\0")
+            inputs = next((v.split(b"=", 1)[1] for v in environ
+                           if v.startswith(b"SKILL_INPUTS=")), None)
+            if inputs and hint in Path(inputs.decode()).read_text():
+                return chain[0]
+    proc = Path(f"/proc/{pid}/status")
+    with contextlib.suppress(OSError):
+        if any(x.startswith("NSpid:") and len(x.split()) == 2
+               for x in proc.read_text().splitlines()):
+            return pid  # not namespaced: the writer was not sandboxed
+    return None
+
+
+def step_processes(row_id: str) -> list[int]:
+    """Every live process of step attempt ``row_id``, by the tag in its environment
+    (workers/attempt_end.py), as this process sees them: a pid a sandboxed script wrote
+    is its sandbox's, gone with it."""
+    tag = f"SKILLQ_STEP_RUN={row_id}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError, ValueError):
+            if tag in environ.read_bytes().split(b"\0") and not gone_or_zombie(
+                    int(environ.parent.name)):
+                found.append(int(environ.parent.name))
+    return found
+
+
 def kill_pids(pids: Sequence[int], sig: signal.Signals = signal.SIGKILL) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -140,6 +185,9 @@ class Worker:
     spec: WorkerSpec
     proc: subprocess.Popen[bytes]
     log: Path
+    # What its environment held on top of the stack's (None: a variable it was started
+    # without): ensure_standard_workers compares it with Stack.worker_env.
+    extra_env: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
@@ -202,20 +250,32 @@ class Stack:
     # Standard workers a test left in a doubtful state (say, a replaced pool process):
     # the next test that asks for a healthy stack gets them restarted.
     tainted: set[str] = field(default_factory=set)
+    # The environment, on top of ``env``, a standard worker is to run with for now (None
+    # unsets a variable), by worker: the ``worker_env`` fixture's, set by ``healthy``
+    # for its test. ensure_standard_workers restarts a standard worker started with
+    # anything else, so the tests that want the same environment share one worker.
+    worker_env: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
     # -- workers ----------------------------------------------------------------------
-    def start_worker(self, spec: WorkerSpec) -> Worker:
+    def start_worker(self, spec: WorkerSpec,
+                     extra_env: dict[str, str | None] | None = None) -> Worker:
+        """Start a worker with the stack's environment, plus ``extra_env`` (a None value
+        unsets that variable)."""
         if spec.name in self.workers and self.workers[spec.name].alive():
             raise RuntimeError(f"worker {spec.name} already runs")
+        extra = dict(extra_env or {})
+        env = {**self.env, **{k: v for k, v in extra.items() if v is not None}}
+        for name in [k for k, v in extra.items() if v is None]:
+            env.pop(name, None)
         log = self.home / "logs" / f"worker-{spec.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "workers.main", "--queues", spec.queues,
                 "--concurrency", str(spec.concurrency), "--name", spec.name]
         with log.open("ab") as fh:
-            proc = subprocess.Popen(argv, env=self.env, cwd=self.home,
+            proc = subprocess.Popen(argv, env=env, cwd=self.home,
                                     stdin=subprocess.DEVNULL, stdout=fh,
                                     stderr=subprocess.STDOUT, start_new_session=True)
-        worker = Worker(spec, proc, log)
+        worker = Worker(spec, proc, log, extra)
         self.workers[spec.name] = worker
         return worker
 
@@ -244,10 +304,12 @@ class Stack:
         restarted = []
         for spec in STANDARD_WORKERS:
             worker = self.workers.get(spec.name)
-            if worker is None or not worker.alive() or spec.name in self.tainted:
+            wanted = self.worker_env.get(spec.name, {})
+            if worker is None or not worker.alive() or spec.name in self.tainted \
+                    or worker.extra_env != wanted:
                 if worker is not None:
                     worker.stop(timeout_s=5)
-                self.start_worker(spec)
+                self.start_worker(spec, wanted)
                 restarted.append(spec.name)
                 self.tainted.discard(spec.name)
         if restarted:
@@ -281,20 +343,30 @@ class Stack:
                    every_s=0.1)
 
     def announced_queues(self, worker: str) -> set[str]:
-        from shared.db.daemon_models import DaemonWorker
+        row = self.daemon_worker(nodename(worker))
+        return set(row.queues) if row is not None else set()
 
+    def daemon_worker(self, node: str) -> DaemonWorker | None:
+        """The daemon registry's row of a Celery node (what its heartbeats announce,
+        workers/announce.py), None before its first announcement."""
         with self.db() as session:
-            row = session.get(DaemonWorker, nodename(worker))
-            return set(row.queues) if row is not None else set()
+            row = session.get(DaemonWorker, node)
+            if row is not None:
+                session.expunge(row)
+            return row
 
     def is_script(self, pid: int) -> bool:
-        """pid runs a skill script of this stack: its cwd is a scratch folder under our
-        TMPDIR (so a pid read from a file and since reused is never someone else's)."""
+        """pid runs a skill script: its cwd is a scratch folder and its environment holds
+        an attempt's tag (so a pid read from a file and since reused is never someone
+        else's)."""
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
+            tagged = any(v.startswith(b"SKILLQ_STEP_RUN=") for v in
+                         Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
         except OSError:
             return False
-        return cwd.startswith(str(self.home / "tmp") + os.sep) and not gone_or_zombie(pid)
+        return (cwd.startswith(str(scratch_root()) + os.sep) and tagged
+                and not gone_or_zombie(pid))
 
     def kill_scripts(self, pids: Sequence[int]) -> None:
         kill_pids([pid for pid in pids if self.is_script(pid)])
@@ -418,6 +490,10 @@ def build_stack(home: Path, *, migrate: bool = True) -> Stack:
                # No fallback vault: a run whose vault a worker cannot find fails loudly
                # instead of running a same-named skill from somewhere else.
                SKILLQ_VAULT=str(home / "no-default-vault"), TMPDIR=str(home / "tmp"),
+               # Steps run sandboxed as another account (workers/sandbox/): the tests'
+               # folders, where fixture scripts leave pid files and stamps, are theirs
+               # to write (see step_writable_tmp_path); the vaults in them stay hidden.
+               SKILLQ_STEP_BINDS=str(home.parent),
                PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     app = create_app(settings, broker_url=endpoints.broker_url,
                      result_backend=endpoints.result_backend)
@@ -445,16 +521,68 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.fixture
-def healthy(stack: Stack) -> Stack:
-    """The stack with every standard worker alive and consuming its queues (a recovery
-    test may have killed one or told one to stop consuming)."""
-    stack.ensure_standard_workers()
-    return stack
+def worker_env() -> dict[str, dict[str, str | None]]:
+    """The environment, on top of the stack's, that ``healthy`` starts standard workers
+    with for this test, by worker name (a None value unsets a variable): none here. A
+    module overrides this fixture to run its tests on, say, an agent worker pointed at a
+    fake model server; consecutive tests wanting the same environment share one worker
+    (restarting it in each test would cost two restarts a test: there and back)."""
+    return {}
+
+
+@pytest.fixture
+def healthy(stack: Stack, worker_env: dict[str, dict[str, str | None]]) -> Iterator[Stack]:
+    """The stack with every standard worker alive, started with ``worker_env``'s
+    environment and consuming its queues (a recovery test may have killed one or told
+    one to stop consuming)."""
+    stack.worker_env = {name: dict(extra) for name, extra in worker_env.items()}
+    try:
+        stack.ensure_standard_workers()
+        yield stack
+    finally:
+        stack.worker_env = {}  # what a later module's ensure_standard_workers wants
 
 
 def copy_vault(source: Path, dest: Path) -> Path:
     shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
+
+
+ORCHESTRATOR = """---
+name: {name}
+description: "Run {skill} in one step. Use it to test an orchestrator of an agent step."
+version: 1
+inputs:
+  - name: text
+    type: string
+    required: true
+    description: "The text."
+outputs:
+  - name: summary
+    type: string
+    description: "From the step."
+    from: ${{steps.{step}.outputs.summary}}
+steps:
+  - id: {step}
+    skill: {skill}
+    with:
+      text: ${{inputs.text}}
+---
+
+# {name}
+
+Runs {skill}.
+"""
+
+
+def add_orchestrator(vault: Path, name: str, skill: str, step: str = "one") -> None:
+    """Add skill ``name`` to the vault: one step ``step`` running ``skill`` (which takes
+    ``text`` and answers ``summary``, as the agents vault's summarize does)."""
+    folder = vault / name
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(ORCHESTRATOR.format(name=name, step=step, skill=skill))
+    (folder / "sub-skills.json").write_text(json.dumps(
+        {"sub_skills": [{"skill_id": skill, "role": "step"}]}))
 
 
 @pytest.fixture
@@ -512,6 +640,12 @@ def run_skill(healthy: Stack, tmp_path: Path) -> Callable[..., RunResult]:
     return call
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "agent_env(**settings): the agent worker's settings for this test, on "
+        "top of its module's worker_env (test_agent_steps.py; None unsets a variable)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
@@ -526,6 +660,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         for name, log in _ACTIVE[-1].logs().items():
             report.sections.append((f"worker log {name} ({log})", tail(log, 80)))
     return report
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Real Chromium (Playwright), headless, for the module's pages. (test_dashboard.py
+    still has its own browser and page fixtures, which also print where its screenshots
+    went and accept confirm dialogs: to fold in here.)"""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A page of a fresh browser context (no cookies, no storage), 15 s timeouts."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    yield opened
+    context.close()
 
 
 @pytest.fixture(scope="session")
@@ -562,3 +719,22 @@ def xdisplay(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(autouse=True)
+def step_writable_tmp_path(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fixture scripts write pid files and stamps where the test says, as the sandbox's
+    step account: the test's folder (bound into every sandbox, SKILLQ_STEP_BINDS) is
+    open to it, and what the test creates there meanwhile too (umask 0)."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    for folder, mode in ((tmp_path.parent, 0o711), (tmp_path, 0o777)):
+        with contextlib.suppress(OSError):
+            folder.chmod(mode)
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)

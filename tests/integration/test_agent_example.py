@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, STANDARD_WORKERS, RunResult, Stack, copy_vault
+from conftest import EXAMPLES, RunResult, Stack, copy_vault
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 
@@ -52,24 +52,20 @@ def llm() -> Iterator[FakeLLM]:
 
 
 @pytest.fixture
-def local_model(healthy: Stack, llm: FakeLLM) -> Iterator[None]:
-    """The agent worker restarted as the README starts it: a Chat Completions endpoint
-    and a default model, no OpenAI key (plus an Anthropic endpoint and key)."""
-    standard_env = healthy.env
-    env = {k: v for k, v in standard_env.items() if k not in PROVIDER_VARS}
-    healthy.env = {**env, "OPENAI_BASE_URL": llm.openai_base_url,
-                   "ANTHROPIC_BASE_URL": llm.anthropic_base_url,
-                   "ANTHROPIC_API_KEY": "sk-ant-fake", "SKILLQ_AGENT_MODEL": LOCAL_MODEL}
-    try:
-        for spec in STANDARD_WORKERS:
-            if spec.name == AGENT_WORKER:
-                healthy.workers[spec.name].stop()
-                healthy.start_worker(spec)
-    finally:
-        healthy.env = standard_env
-        healthy.tainted.add(AGENT_WORKER)  # the next test's `healthy` restarts it plain
-    healthy.wait_ready([AGENT_WORKER])
-    yield
+def worker_env(llm: FakeLLM) -> dict[str, dict[str, str | None]]:
+    """The agent worker as the README starts it: a Chat Completions endpoint and a
+    default model, no OpenAI key (plus an Anthropic endpoint and key). ``healthy``
+    restarts it so once for the module's tests; the next module's restarts it plain."""
+    return {AGENT_WORKER: {**dict.fromkeys(PROVIDER_VARS),
+                           "OPENAI_BASE_URL": llm.openai_base_url,
+                           "ANTHROPIC_BASE_URL": llm.anthropic_base_url,
+                           "ANTHROPIC_API_KEY": "sk-ant-fake",
+                           "SKILLQ_AGENT_MODEL": LOCAL_MODEL}}
+
+
+@pytest.fixture
+def local_model(healthy: Stack) -> None:
+    """The agent worker running as the README starts it (``worker_env``)."""
 
 
 def key() -> str:

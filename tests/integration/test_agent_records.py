@@ -12,48 +12,32 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import test_agent_steps
-from conftest import Stack
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from conftest import Stack, add_orchestrator
+from playwright.sync_api import Page, expect
 from support.fake_llm import FakeLLM
 from test_agent_steps import USAGE, RunSkill, answer, call, key, turns_of
-from test_dashboard import CHROMIUM, serve, shot
+from test_dashboard import serve, shot
 from test_run_show import ATTEMPT_KEYS
 
 from shared import secrets
 
 pytestmark = pytest.mark.integration
 # test_agent_steps.py's fixtures, bound to their names here so that pytest finds them:
-# the fake model server (this module's own) and the agent worker restarted to use it.
+# the fake model server (this module's own), the agent worker's environment pointing at
+# it (which `healthy` starts the worker with) and the vault.
 llm = test_agent_steps.llm
+worker_env = test_agent_steps.worker_env
 agents = test_agent_steps.agents
 
 TURN_KEYS = {"turn", "attempt", "model_requested", "model_served", "tokens_in", "tokens_out",
              "cache_read", "cache_write", "cost_usd", "duration_ms", "stop_reason"}
 CACHED = {**USAGE, "cache_read": 400}  # $0.00164
 MODEL = "anthropic:claude-haiku-4-5"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    yield opened
-    context.close()
 
 
 def show(stack: Stack, run_id: str, *args: str, env: dict[str, str] | None = None) -> str:
@@ -157,41 +141,6 @@ def test_a_retried_attempt_lists_the_turns_it_replayed(
     assert "turn 0 replayed from attempt 1" in attempt_2
     assert "turn 0 ·" not in attempt_2 and "turn 1 ·" in attempt_2  # shown once, where paid
     assert "turn 0 ·" in text.split("attempt 2", 1)[0]
-
-
-ORCHESTRATOR = """---
-name: {name}
-description: "Run {skill} in one step. Use it to test an orchestrator's cost and tokens."
-version: 1
-inputs:
-  - name: text
-    type: string
-    required: true
-    description: "The text."
-outputs:
-  - name: summary
-    type: string
-    description: "From the step."
-    from: ${{steps.one.outputs.summary}}
-steps:
-  - id: one
-    skill: {skill}
-    with:
-      text: ${{inputs.text}}
----
-
-# {name}
-
-Runs {skill}.
-"""
-
-
-def add_orchestrator(vault: Path, name: str, skill: str) -> None:
-    folder = vault / name
-    folder.mkdir()
-    (folder / "SKILL.md").write_text(ORCHESTRATOR.format(name=name, skill=skill))
-    (folder / "sub-skills.json").write_text(json.dumps(
-        {"sub_skills": [{"skill_id": skill, "role": "step"}]}))
 
 
 def points(page: Page, chart: str) -> dict[str, str]:

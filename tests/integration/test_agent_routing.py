@@ -22,12 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import STANDARD_WORKERS, VAULTS, RunResult, Stack, copy_vault, wait_until
+from conftest import (
+    VAULTS,
+    RunResult,
+    Stack,
+    add_orchestrator,
+    copy_vault,
+    wait_until,
+)
 from sqlalchemy import delete, select
 from support.fake_llm import FakeLLM
 
 from shared.db.agent_models import AgentTurn
-from shared.db.daemon_models import Daemon, DaemonWorker
+from shared.db.daemon_models import Daemon
 from shared.model_spec import PROVIDER_VARIABLES
 
 pytestmark = pytest.mark.integration
@@ -78,8 +85,7 @@ class Daemons:
         return daemon
 
     def announced(self, node: str) -> bool:
-        with self.stack.db() as session:
-            return session.get(DaemonWorker, node) is not None
+        return self.stack.daemon_worker(node) is not None
 
     def stop_all(self) -> None:
         for daemon in self.started.values():
@@ -104,18 +110,15 @@ def daemons(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture
+def worker_env(stack: Stack) -> dict[str, dict[str, str | None]]:
+    """The host's agent worker without the model keys this shell has, if any (``healthy``
+    restarts it so, once for the module's tests)."""
+    return {AGENT_WORKER: dict.fromkeys(sorted(PROVIDER_VARIABLES & stack.env.keys()))}
+
+
+@pytest.fixture
 def host_without_keys(healthy: Stack) -> Stack:
     """The stack, its agent worker sure to hold no model key (whatever this shell has)."""
-    if PROVIDER_VARIABLES & healthy.env.keys():
-        standard = healthy.env
-        healthy.env = without_keys(standard)
-        try:
-            healthy.workers[AGENT_WORKER].stop()
-            healthy.start_worker(next(s for s in STANDARD_WORKERS if s.name == AGENT_WORKER))
-        finally:
-            healthy.env = standard
-            healthy.tainted.add(AGENT_WORKER)
-        healthy.wait_ready([AGENT_WORKER])
     return healthy
 
 
@@ -130,40 +133,6 @@ def key() -> str:
 
 def answer(**outputs: object) -> dict[str, object]:
     return {"output": outputs, "usage": USAGE}
-
-
-NESTED = """---
-name: {name}
-description: "Run {skill} in one step. Use it to test routing of nested agent steps."
-version: 1
-inputs:
-  - name: text
-    type: string
-    required: true
-    description: "The text."
-outputs:
-  - name: summary
-    type: string
-    description: "From the step."
-    from: ${{steps.{step}.outputs.summary}}
-steps:
-  - id: {step}
-    skill: {skill}
-    with:
-      text: ${{inputs.text}}
----
-
-# {name}
-
-Runs {skill}.
-"""
-
-
-def add_orchestrator(vault: Path, name: str, step: str, skill: str) -> None:
-    (vault / name).mkdir()
-    (vault / name / "SKILL.md").write_text(NESTED.format(name=name, step=step, skill=skill))
-    (vault / name / "sub-skills.json").write_text(json.dumps(
-        {"sub_skills": [{"skill_id": skill, "role": "step"}]}))
 
 
 def test_no_daemon_with_the_key_refuses_the_run_before_anything_runs(
@@ -182,8 +151,8 @@ def test_no_daemon_with_the_key_refuses_the_run_before_anything_runs(
     assert len(host_without_keys.runs_of("summarize")) == before  # nothing recorded
 
     # Two orchestrators down, the agent step is found and named by its path.
-    add_orchestrator(vault, "inner", "sum", "summarize")
-    add_orchestrator(vault, "outer", "inner", "inner")
+    add_orchestrator(vault, "inner", "summarize", step="sum")
+    add_orchestrator(vault, "outer", "inner", step="inner")
     nested = run_skill("outer", vault, inputs={"text": "x"}, env=FAST)
     assert nested.code == 1, nested
     message = " ".join(nested.stderr.split())

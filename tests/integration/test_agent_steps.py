@@ -2,20 +2,22 @@
 
 The model is the local wire-format server of tests/support/fake_llm (the real anthropic
 SDK and Pydantic AI speak the Anthropic Messages API to it); the stack's agent worker is
-restarted with its base URL and a key. Each test's conversation key travels in the
-step's inputs (`[[fake:KEY]]`), so the turns scripted for it answer only its requests.
+restarted with its base URL and a key (``worker_env``: once for the tests that want just
+that, once for each test marked ``agent_env`` with settings of its own). Each test's
+conversation key travels in the step's inputs (`[[fake:KEY]]`), so the turns scripted
+for it answer only its requests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import (
-    STANDARD_WORKERS,
     VAULTS,
     RunResult,
     Stack,
@@ -43,25 +45,20 @@ def llm() -> Iterator[FakeLLM]:
         yield server
 
 
-def restart_agent_worker(stack: Stack, env: dict[str, str]) -> None:
-    standard_env = stack.env
-    stack.env = {**standard_env, **env}
-    try:
-        for spec in STANDARD_WORKERS:
-            if spec.name == AGENT_WORKER:
-                stack.workers[spec.name].stop()
-                stack.start_worker(spec)
-    finally:
-        stack.env = standard_env
-        stack.tainted.add(AGENT_WORKER)
-    stack.wait_ready([AGENT_WORKER])
+@pytest.fixture
+def worker_env(request: pytest.FixtureRequest, llm: FakeLLM
+               ) -> dict[str, dict[str, str | None]]:
+    """The agent worker runs with the fake model's URL and key, and the settings of the
+    test's ``agent_env`` mark (a None value unsets a variable): ``healthy`` restarts it
+    only when the test before wanted another environment."""
+    marked = request.node.get_closest_marker("agent_env")
+    return {AGENT_WORKER: {**llm.env(), **(marked.kwargs if marked else {})}}
 
 
 @pytest.fixture
-def agents(healthy: Stack, llm: FakeLLM, tmp_path: Path) -> Iterator[Path]:
-    """The agent worker restarted with the fake model's URL and key; the vault."""
-    restart_agent_worker(healthy, llm.env())
-    yield copy_vault(VAULTS / "agents", tmp_path / "vault")
+def agents(healthy: Stack, tmp_path: Path) -> Path:
+    """The vault; ``healthy`` started the agent worker with ``worker_env``'s settings."""
+    return copy_vault(VAULTS / "agents", tmp_path / "vault")
 
 
 def key() -> str:
@@ -199,33 +196,6 @@ def test_nested_agents_complete_on_an_agent_worker_of_concurrency_1(
                                                                  1000)
 
 
-def test_a_step_whose_worker_died_mid_request_replays_what_was_paid_for(
-        healthy: Stack, agents: Path, llm: FakeLLM, tmp_path: Path) -> None:
-    k = key()
-    # turn 0 answered and recorded; the request for turn 1 is in flight when the pool
-    # process dies; the next attempt replays turn 0 and asks for turn 1 again.
-    llm.script(k, call("skill", name="style-guide"),
-               {**answer(summary="never seen", words=0), "delay_s": 20},
-               answer(summary="plain", words=1))
-    proc = healthy.cli("run", "summarize", "--vault", str(agents), "--input",
-                       f"text={llm.marker(k)} x", "--detach", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    run_id = proc.stdout.strip()
-    wait_until(lambda: len(llm.requests(k)) == 2, 60, "the second model request")
-    (row,) = healthy.steps(run_id)
-    assert row.state == "running" and row.worker_pid
-    healthy.tainted.add(AGENT_WORKER)
-    kill_pids([row.worker_pid])
-    final = healthy.wait_run(run_id, timeout_s=120)
-    assert final.state == "succeeded", final.error
-    steps = healthy.steps(run_id)
-    assert [(s.attempt, s.state) for s in steps] == [(1, "lost"), (2, "succeeded")]
-    requests = llm.requests(k)
-    assert len(requests) == 3  # turn 0 once (replayed after), turn 1 twice (never answered)
-    assert sum(1 for r in requests if not llm_tool_results(r)) == 1
-    assert [(t.turn, t.attempt) for t in turns_of(healthy, run_id)] == [(0, 1), (1, 2)]
-
-
 def test_a_note_is_filed_once_and_a_disabled_skill_is_not_loaded(
         healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill,
         tmp_path: Path) -> None:
@@ -258,7 +228,7 @@ def test_a_note_is_filed_once_and_a_disabled_skill_is_not_loaded(
 def test_bash_runs_in_a_scratch_copy_with_nothing_of_the_worker(
         healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
     k = key()
-    llm.script(k, call("bash", command="wc -w < notes.txt; touch made-here; env"),
+    llm.script(k, call("bash", command="wc -w < notes.txt; touch made-here; env; id -u"),
                answer(words=3))
     result = run_skill("count-words", agents, "--json",
                        inputs={"label": llm.marker(k)})
@@ -271,6 +241,8 @@ def test_bash_runs_in_a_scratch_copy_with_nothing_of_the_worker(
     assert "SKILLQ_DATABASE_URL" not in ran["stdout"]
     assert "ANTHROPIC_API_KEY" not in ran["stdout"]
     assert not (agents / "count-words" / "made-here").exists()  # a copy, not the vault
+    # In the step's sandbox, as its account: never the worker's root.
+    assert ran["stdout"].split()[-1] not in ("0", str(os.getuid())), ran
 
 
 def test_bash_is_offered_only_to_a_skill_that_lists_it(
@@ -299,20 +271,6 @@ def test_a_budget_counts_what_the_skills_it_executed_cost(
     assert len(llm.requests(top)) == 1
 
 
-def test_a_catalog_cut_to_its_budget_is_on_the_step_s_record(
-        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
-    restart_agent_worker(healthy, {**llm.env(), "SKILLQ_AGENT_CATALOG_BUDGET_CHARS": "20"})
-    k = key()
-    llm.script(k, answer(summary="s", words=1))
-    result = run_skill("summarize", agents, inputs={"text": f"{llm.marker(k)} x"})
-    assert result.code == 0, result
-    (step,) = healthy.steps(result.run_id or "")
-    assert "warning:" in (step.stderr_tail or "") and "style-guide" in step.stderr_tail, \
-        step.stderr_tail
-    (body,) = llm.bodies(k)
-    assert "<name>style-guide</name>" not in json.dumps(body)  # cut, and said so
-
-
 def test_execute_skill_s_model_is_the_model_the_sub_skill_runs_on(
         healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
     caller, callee = key(), key()
@@ -337,18 +295,6 @@ def test_execute_skill_s_model_is_the_model_the_sub_skill_runs_on(
     assert [t.model_requested for t in turns_of(healthy, child.id)] == ["openai-chat:llama3"]
 
 
-def test_a_provider_key_stored_as_a_skillq_secret_serves_the_step(
-        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
-    env = {k: v for k, v in llm.env().items() if k != "ANTHROPIC_API_KEY"}
-    restart_agent_worker(healthy, {**env, "SKILLQ_SECRET_ANTHROPIC_API_KEY": "sk-ant-stored"})
-    k = key()
-    llm.script(k, answer(summary="s", words=1))
-    result = run_skill("summarize", agents, "--json", inputs={"text": f"{llm.marker(k)} x"})
-    assert result.code == 0, result  # routed (announced) and served with the stored key
-    (step,) = healthy.steps(result.run_id or "")
-    assert "sk-ant-stored" not in json.dumps([step.stderr_tail, step.stdout_tail, step.error])
-
-
 def test_a_file_the_prompt_only_listed_is_read_with_skill_resource(
         healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
     k = key()
@@ -364,3 +310,58 @@ def test_a_file_the_prompt_only_listed_is_read_with_skill_resource(
     results = llm.tool_results(k)
     assert "lists no file '../secret-plan/SKILL.md'" in results[1][0]
     assert "The answer is forty-two." in results[2][0]
+
+
+# Last: the tests below leave the agent worker killed or started with settings of their
+# own, so the module's other tests share one worker (each of these restarts it).
+def test_a_step_whose_worker_died_mid_request_replays_what_was_paid_for(
+        healthy: Stack, agents: Path, llm: FakeLLM, tmp_path: Path) -> None:
+    k = key()
+    # turn 0 answered and recorded; the request for turn 1 is in flight when the pool
+    # process dies; the next attempt replays turn 0 and asks for turn 1 again.
+    llm.script(k, call("skill", name="style-guide"),
+               {**answer(summary="never seen", words=0), "delay_s": 20},
+               answer(summary="plain", words=1))
+    proc = healthy.cli("run", "summarize", "--vault", str(agents), "--input",
+                       f"text={llm.marker(k)} x", "--detach", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    wait_until(lambda: len(llm.requests(k)) == 2, 60, "the second model request")
+    (row,) = healthy.steps(run_id)
+    assert row.state == "running" and row.worker_pid
+    healthy.tainted.add(AGENT_WORKER)
+    kill_pids([row.worker_pid])
+    final = healthy.wait_run(run_id, timeout_s=120)
+    assert final.state == "succeeded", final.error
+    steps = healthy.steps(run_id)
+    assert [(s.attempt, s.state) for s in steps] == [(1, "lost"), (2, "succeeded")]
+    requests = llm.requests(k)
+    assert len(requests) == 3  # turn 0 once (replayed after), turn 1 twice (never answered)
+    assert sum(1 for r in requests if not llm_tool_results(r)) == 1
+    assert [(t.turn, t.attempt) for t in turns_of(healthy, run_id)] == [(0, 1), (1, 2)]
+
+
+@pytest.mark.agent_env(SKILLQ_AGENT_CATALOG_BUDGET_CHARS="20")
+def test_a_catalog_cut_to_its_budget_is_on_the_step_s_record(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, answer(summary="s", words=1))
+    result = run_skill("summarize", agents, inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result
+    (step,) = healthy.steps(result.run_id or "")
+    assert "warning:" in (step.stderr_tail or "") and "style-guide" in step.stderr_tail, \
+        step.stderr_tail
+    (body,) = llm.bodies(k)
+    assert "<name>style-guide</name>" not in json.dumps(body)  # cut, and said so
+
+
+# No ANTHROPIC_API_KEY in the worker's environment (the fake model's, or this shell's).
+@pytest.mark.agent_env(ANTHROPIC_API_KEY=None, SKILLQ_SECRET_ANTHROPIC_API_KEY="sk-ant-stored")
+def test_a_provider_key_stored_as_a_skillq_secret_serves_the_step(
+        healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
+    k = key()
+    llm.script(k, answer(summary="s", words=1))
+    result = run_skill("summarize", agents, "--json", inputs={"text": f"{llm.marker(k)} x"})
+    assert result.code == 0, result  # routed (announced) and served with the stored key
+    (step,) = healthy.steps(result.run_id or "")
+    assert "sk-ant-stored" not in json.dumps([step.stderr_tail, step.stdout_tail, step.error])

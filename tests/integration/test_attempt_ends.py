@@ -12,10 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import VAULTS, Stack, copy_vault, gone_or_zombie, kill_pids, wait_until
+from conftest import (
+    VAULTS,
+    Stack,
+    copy_vault,
+    gone_or_zombie,
+    kill_pids,
+    step_processes,
+    wait_until,
+)
 from test_recovery import read_pid, running_row
 
 from workers.attempt_end import scratch_for
+from workers.sandbox.runner import scratch_root
 
 pytestmark = pytest.mark.integration
 RERUN_BOUND_S = 10.0  # the issue's bound: a pool death re-runs its step within this
@@ -28,7 +37,11 @@ def faults(tmp_path: Path) -> Path:
 
 
 def scratch_of(stack: Stack, row_id: str) -> Path:
-    return Path(stack.env["TMPDIR"]) / scratch_for(row_id).name
+    """The attempt's scratch folder, in the slot of whichever pool process ran it."""
+    root = scratch_root()
+    found = list(root.glob(f"*/{scratch_for(row_id).name}"))
+    assert len(found) == 1, f"{len(found)} scratch folders for {row_id} under {root}"
+    return found[0]
 
 
 def test_a_killed_pool_process_s_step_runs_again_ahead_of_the_backlog(
@@ -82,16 +95,21 @@ def test_nothing_an_attempt_started_outlives_it(healthy: Stack, faults: Path, tm
     stack = healthy
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
+    before = stack.run_ids("escaper")
     proc = stack.cli("run", "escaper", "--vault", str(faults), "--input",
                      f"pid_dir={pid_dir}", "--input", f"end={end}", "--json", cwd=tmp_path)
-    grandchild = read_pid(pid_dir / "grandchild.pid")
+    (run_id,) = [r for r in stack.run_ids("escaper") if r not in before]
+    assert (pid_dir / "grandchild.pid").exists(), "the script did not start its grandchild"
     scratch = Path((pid_dir / "scratch").read_text())
+    assert proc.returncode == (0 if state == "succeeded" else 1), proc.stderr
+    if end == "hang":
+        assert "timed out" in proc.stdout + proc.stderr
+    # Out of the script's process group and session, the grandchild (which keeps the
+    # attempt's tag in its environment) is still the attempt's: ended with it.
+    (row,) = stack.steps(run_id)
+    left = step_processes(row.id)
     try:
-        assert proc.returncode == (0 if state == "succeeded" else 1), proc.stderr
-        if end == "hang":
-            assert "timed out" in proc.stdout + proc.stderr
-        # Out of the script's process group and session, it is still the attempt's.
-        assert gone_or_zombie(grandchild), f"grandchild {grandchild} outlived its attempt"
+        assert left == [], f"processes {left} outlived their attempt"
         assert not scratch.exists(), f"{scratch} outlived its attempt"
     finally:
-        stack.kill_scripts([grandchild])
+        kill_pids(left)

@@ -47,8 +47,10 @@ class Daemon:
 
 def start_daemon(stack: Stack, root: Path, name: str, tools: list[str]) -> Daemon:
     home = root / f"{name}-home"
-    bin_dir = home / "bin"
-    bin_dir.mkdir(parents=True)
+    home.mkdir(parents=True)
+    # Beside its SKILLQ_HOME, not in it: steps never see a daemon's home (its sandbox).
+    bin_dir = root / f"{name}-bin"
+    bin_dir.mkdir(parents=True, mode=0o755)
     for tool in tools:  # a program only this machine has
         path = bin_dir / tool
         path.write_text("#!/bin/sh\necho ok\n")
@@ -71,6 +73,8 @@ def announced(stack: Stack, node: str) -> bool:
 @pytest.fixture(scope="module")
 def daemons(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Daemon]]:
     root = tmp_path_factory.mktemp("daemons")
+    for folder in (root.parent, root):  # the sandboxed step account walks to the tools
+        folder.chmod(folder.stat().st_mode | 0o111)
     started = {"alpha": start_daemon(stack, root, "alpha", ["sqtool-alpha"]),
                "beta": start_daemon(stack, root, "beta", [])}
     try:
@@ -93,7 +97,7 @@ def test_each_step_runs_on_the_daemon_its_requirements_demand(
     vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
     result = run_skill("two-daemons", vault, "--json", env=FAST)
     assert result.code == 0, result
-    assert result.json()["found"].endswith("alpha-home/bin/sqtool-alpha")
+    assert result.json()["found"].endswith("alpha-bin/sqtool-alpha")
     assert result.run_id is not None
     steps = steps_by_id(healthy, result.run_id)
     (tool,), (pinned,), (free,) = steps["tool"], steps["pinned"], steps["free"]

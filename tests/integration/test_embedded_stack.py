@@ -68,9 +68,9 @@ def test_starts_real_redis_and_postgres(home: Path) -> None:
     started = time.monotonic()
     endpoints = resolve_endpoints(settings_for(home))
     print(f"embedded Redis + PostgreSQL ready in {time.monotonic() - started:.2f}s")
-    assert re.fullmatch(r"redis://127\.0\.0\.1:\d+/0", endpoints.broker_url)
+    assert re.fullmatch(r"redis://:[\w-]+@127\.0\.0\.1:\d+/0", endpoints.broker_url)
     assert endpoints.result_backend == endpoints.broker_url
-    assert re.fullmatch(r"postgresql\+psycopg://\w+@127\.0\.0\.1:\d+/skillq",
+    assert re.fullmatch(r"postgresql\+psycopg://\w+:[\w-]+@127\.0\.0\.1:\d+/skillq",
                         endpoints.database_url)
     client = redis.Redis.from_url(endpoints.broker_url)
     client.set("greeting", "hello")

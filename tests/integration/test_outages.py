@@ -36,7 +36,6 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
 from orchestrator.local_stack import pid_alive, stop_workers
-from shared.db.daemon_models import DaemonWorker
 from shared.errors import DatabaseUnreachable
 from shared.settings import Settings
 
@@ -83,11 +82,10 @@ def start_postgres(stack: Stack) -> None:
 
 def announced_since(stack: Stack, node: str, since: datetime) -> bool:
     try:
-        with stack.db() as session:
-            row = session.get(DaemonWorker, node)
-            return row is not None and row.heartbeat_at > since
+        row = stack.daemon_worker(node)
     except DBAPIError:  # no tables yet, or the server still starting
         return False
+    return row is not None and row.heartbeat_at > since
 
 
 def restart_worker(stack: Stack) -> Worker:
@@ -142,7 +140,8 @@ def git_repo(path: Path) -> Path:
 
 def test_up_on_a_fresh_home_then_run_the_offline_example(fresh_home: Path,
                                                          tmp_path: Path) -> None:
-    env = clean_env(fresh_home)
+    # As scripts/main does: the report folder is where the sandboxed steps may write.
+    env = clean_env(fresh_home) | {"SKILLQ_STEP_BINDS": str(tmp_path)}
     vault = copy_vault(EXAMPLES / "git-digest", tmp_path / "vault")
     repo, out = git_repo(tmp_path / "repo"), tmp_path / "digest"
     up = run_cli(["up", "--timeout", "120"], env, tmp_path)

@@ -34,6 +34,7 @@ from conftest import (
     WorkerSpec,
     copy_vault,
     gone_or_zombie,
+    host_pid,
     kill_pids,
     proc_stat,
     wait_until,
@@ -71,7 +72,12 @@ def slow_chain(stack: Stack, vault: Path, cwd: Path, pid_dir: Path, release: Pat
 
 
 def read_pid(path: Path) -> int:
-    return int(wait_until(lambda: path.exists() and path.read_text(), 10, f"{path}"))
+    """A pid a step's script wrote, as this process sees it (steps run in a PID namespace
+    of their own: conftest.host_pid)."""
+    written = int(wait_until(lambda: path.exists() and path.read_text(), 10, f"{path}"))
+    found = wait_until(lambda: host_pid(written, str(path.parent)), 10,
+                       f"the process that wrote {path} ({written} in its sandbox)")
+    return int(found)
 
 
 def parent_of(pid: int) -> int | None:
@@ -202,9 +208,11 @@ def killed_worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Kil
     queue again. Shared by the tests reading the outcome."""
     stack.ensure_standard_workers()
     tmp = tmp_path_factory.mktemp("killed-worker")
+    tmp.chmod(0o777)  # the sandboxed script writes its pid here (conftest.step_writable_tmp_path)
     vault_path = copy_vault(VAULTS / "pipes", tmp / "vault")
     pid_dir, release = tmp / "pids", tmp / "release"
-    pid_dir.mkdir()
+    pid_dir.mkdir(mode=0o777)
+    pid_dir.chmod(0o777)
     script = None
     with steered(stack, ("default",), WorkerSpec("spare-default", "default", 1)) as spare:
         before = stack.run_ids("slow-chain")

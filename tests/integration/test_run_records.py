@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import VAULTS, Stack, copy_vault
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from sqlalchemy import select, text
-from test_dashboard import CHROMIUM, Served, serve, shot
+from test_dashboard import Served, serve, shot
 
 from shared.db.notes_models import ImprovementNote
 
@@ -37,23 +37,6 @@ def dashboard(stack: Stack, vault: Path) -> Iterator[Served]:
     served = serve(stack, vault)
     yield served
     served.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(15_000)
-    yield opened
-    context.close()
 
 
 def cli(stack: Stack, vault: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,20 +1,30 @@
-"""The dashboard's pure parts: the bind check, basic auth, the run form's pairs, the SVG
-trend chart and the layered graph layout (the pages themselves: tests/integration/
-test_dashboard.py)."""
+"""The dashboard's pure parts: the bind check, basic auth, the Host check, form tokens,
+the run form's pairs, the SVG trend chart and the layered graph layout (the pages
+themselves: tests/integration/test_dashboard.py and test_dashboard_guard.py)."""
 
 from __future__ import annotations
 
 import base64
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from starlette.datastructures import Headers
 
 from orchestrator.dashboard.auth import authorized, same_origin
 from orchestrator.dashboard.charts import DURATION, nice_max, trend_svg
-from orchestrator.dashboard.config import Credentials, check_bind, is_loopback, parse_credentials
+from orchestrator.dashboard.config import (
+    Credentials,
+    DashboardConfig,
+    check_bind,
+    is_loopback,
+    parse_credentials,
+)
+from orchestrator.dashboard.context import TEMPLATES
+from orchestrator.dashboard.csrf import FormTokens
 from orchestrator.dashboard.graph_svg import Edge, Node, graph_svg, layers
+from orchestrator.dashboard.hosts import host_policy, parse_hosts, refusal_text, split_host
 from orchestrator.dashboard.paging import parse_time_cursor, time_cursor
 from orchestrator.dashboard.queries import TrendPoint
 from orchestrator.dashboard.run_form import fields, pairs
@@ -61,6 +71,81 @@ def test_cross_site_posts_are_told_apart() -> None:
     assert same_origin(Headers({"host": "127.0.0.1:8765", "origin": "http://127.0.0.1:8765"}))
     assert not same_origin(Headers({"host": "127.0.0.1:8765", "origin": "http://evil.test"}))
     assert not same_origin(Headers({"host": "127.0.0.1:8765", "origin": "null"}))
+    # Without an Origin, the Referer decides; with neither, the form token does.
+    assert same_origin(Headers({"host": "127.0.0.1:8765",
+                                "referer": "http://127.0.0.1:8765/skills/a"}))
+    assert not same_origin(Headers({"host": "127.0.0.1:8765",
+                                    "referer": "http://evil.test/x?y"}))
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("Example.COM.", ("example.com", None)), ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+    ("[::1]:80", ("::1", 80)), ("[0:0::1]", ("::1", None)), ("::1", ("::1", None)),
+    ("a:b", None), ("a:0", None), ("a:70000", None), ("a:", None), ("http://a", None),
+    ("a/b", None), ("[a]:80", None), ("[::1]x", None), ("", None), ("u@a", None)])
+def test_host_headers_parse_strictly(text: str, parsed: tuple[str, int | None] | None
+                                     ) -> None:
+    assert split_host(text) == parsed
+
+
+def test_a_loopback_dashboard_answers_to_its_address_and_loopback_names_only() -> None:
+    policy = host_policy("127.0.0.1", 8765)
+    for ok in ("127.0.0.1:8765", "localhost:8765", "LOCALHOST.:8765", "[::1]:8765"):
+        assert policy.allows(ok), ok
+    for bad in (None, "", "evil.example:8765", "evil.example", "127.0.0.1:8766",
+                "127.0.0.1", "localhost.evil.example:8765", "10.0.0.5:8765"):
+        assert not policy.allows(bad), bad
+    assert host_policy("127.0.0.1", 80).allows("localhost")  # no port in Host: port 80
+
+
+def test_other_binds_and_configured_hosts() -> None:
+    lan = host_policy("192.168.1.5", 8765, "dash.example.internal, proxy.example:443")
+    assert lan.allows("192.168.1.5:8765") and not lan.allows("localhost:8765")
+    assert lan.allows("dash.example.internal") and lan.allows("dash.example.internal:9")
+    assert lan.allows("proxy.example:443") and not lan.allows("proxy.example:8765")
+    wildcard = host_policy("0.0.0.0", 8765)  # an IP literal is no name a page can own
+    assert wildcard.allows("10.1.2.3:8765") and wildcard.allows("[fe80::1]:8765")
+    assert wildcard.allows("localhost:8765") and not wildcard.allows("evil.example:8765")
+    assert host_policy("127.0.0.1", 8765, "*").allows("anything.example:1")
+
+
+def test_a_bad_hosts_entry_is_refused_naming_the_setting() -> None:
+    assert parse_hosts(" , a.example ,") == (frozenset({("a.example", None)}), False)
+    with pytest.raises(DashboardError, match=r"SKILLQ_DASHBOARD_HOSTS: 'http://a' is not"):
+        parse_hosts("ok.example, http://a")
+
+
+def test_the_host_refusal_says_what_to_set() -> None:
+    text = refusal_text("evil.example:8765", host_policy("127.0.0.1", 8765))
+    assert "'evil.example:8765'" in text and "127.0.0.1:8765" in text
+    assert "SKILLQ_DASHBOARD_HOSTS" in text and "restart" in text
+
+
+def test_form_tokens_are_bound_to_their_nonce_and_their_process() -> None:
+    tokens, other = FormTokens(), FormTokens()
+    nonce = tokens.new_nonce()
+    assert tokens.usable_nonce(nonce) == nonce
+    assert tokens.valid(nonce, tokens.token(nonce))
+    for nonce_, token in ((nonce, other.token(nonce)), (tokens.new_nonce(), tokens.token(nonce)),
+                          (nonce, ""), (None, tokens.token(nonce)), (nonce, None)):
+        assert not tokens.valid(nonce_, token)
+    for junk in (None, "", "short", "x" * 200, "a;b=c" * 5):
+        assert tokens.usable_nonce(junk) is None
+
+
+def test_every_post_form_of_the_templates_carries_the_token() -> None:
+    forms = 0
+    for template in Path(TEMPLATES).glob("*.html"):
+        for tag in re.findall(r"<form\b[^>]*>(?:\{\{[^}]*\}\})?", template.read_text()):
+            if 'method="post"' in tag.lower():
+                forms += 1
+                assert tag.endswith("{{ csrf_input(request) }}"), (template.name, tag)
+    assert forms >= 7
+
+
+def test_the_body_limit_leaves_room_for_an_input_over_the_cap() -> None:
+    config = DashboardConfig("127.0.0.1", 8765, Path("v"), "postgresql://x", input_max_bytes=10)
+    assert config.max_body_bytes == 80 + 64 * 1024
 
 
 def manifest() -> Manifest:

@@ -2,7 +2,8 @@
 
 Each call runs through the script executor, as a script step would: a scratch copy of
 the skill folder as its working directory, its own session and a scrubbed environment
-(the skill's declared secrets and nothing of the worker's), a timeout that kills its
+(the skill's declared secrets and nothing of the worker's), the step's sandbox and
+limits, a timeout that kills its
 whole process group, and nothing it starts outliving it. A call starts from a fresh copy
 of the folder (what one call writes is not there for the next: pass results through
 stdout). The model gets the exit code and the tails of stdout and stderr.
@@ -22,6 +23,7 @@ from shared.secrets import redact
 from shared.skill import Skill
 from workers import attempt_end
 from workers.agent import tools_spec
+from workers.sandbox import Sandbox
 from workers.script_executor import run_script
 
 MAX_SHOWN = 4000  # characters of each stream the model is shown
@@ -34,6 +36,7 @@ class BashTool:
     secrets: Mapping[str, str]
     timeout_s: float
     max_output_bytes: int
+    sandbox: Sandbox | None = None  # as a script step's: workers/sandbox/
 
     def run(self, rc: RunContext[None], command: str) -> dict[str, Any]:
         argv = shlex.join(["bash", "-c", command])
@@ -45,7 +48,7 @@ class BashTool:
                               timeout_s=self.timeout_s,
                               max_output_bytes=self.max_output_bytes,
                               extra_env={attempt_end.STEP_MARKER: self.row_id},
-                              scratch=attempt_end.scratch_for(call))
+                              scratch=attempt_end.scratch_for(call), sandbox=self.sandbox)
         finally:
             attempt_end.end(call)  # what the command left running ends with it
         # The skill's own secrets are its to use, but not to echo into the conversation.

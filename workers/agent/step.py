@@ -19,6 +19,7 @@ from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.skill import Skill
 from shared.vault import open_vault
+from workers import sandbox as sandboxes
 from workers.agent import tools_spec
 from workers.agent.bash_tool import BashTool
 from workers.agent.calls import Calls
@@ -50,7 +51,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                       secrets=secrets, worker=worker).tool()]
     if tools_spec.BASH in skill.manifest.tools_used:
         tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
-                              max_output_bytes=ctx.settings.max_output_bytes).tool())
+                              max_output_bytes=ctx.settings.max_output_bytes,
+                              sandbox=sandboxes.current(ctx.settings)).tool())
     return run_agent_step(ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
                           catalog_skills=[vault.skills[n] for n in names],
                           timeout_s=float(skill.manifest.timeout or

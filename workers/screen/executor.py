@@ -30,6 +30,7 @@ from shared.resolve import ResolveError, Scope, resolve
 from shared.settings import Settings
 from workers.cmd0.display import display_env, display_problem
 from workers.dom0.chromium import configured_chromium, system_chromium
+from workers.sandbox import Sandbox
 from workers.screen.artifacts import store_artifacts
 from workers.screen.host import SPEC_VAR, Workspace
 from workers.screen.lock import LockTimeout, machine_lock
@@ -55,7 +56,7 @@ def is_screen_step(manifest: Manifest) -> bool:
 def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                     settings: Settings, database_url: str, secrets: Mapping[str, str],
                     workdir: Path | None, extra_env: Mapping[str, str],
-                    scratch: Path | None = None) -> ScreenRun:
+                    scratch: Path | None = None, sandbox: Sandbox | None = None) -> ScreenRun:
     approach = manifest.effective_approach
     env = dict(extra_env)
     try:
@@ -65,7 +66,7 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
         spec = host_spec(manifest, inputs, settings)
     except ValueError as exc:  # before anything ran
         return ScreenRun(_failed(str(exc)))
-    with _workspace_dir(approach, scratch) as tmp:
+    with _workspace_dir(approach, scratch, sandbox) as tmp:
         workspace = Workspace(tmp)
         if approach is Approach.CMD0:
             env |= display_env(os.environ, Path.home(), workspace.root)
@@ -86,6 +87,8 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
             command = shlex.join([sys.executable, "-I", "-m", _HOSTS[approach]])
             runnable = manifest.model_copy(update={
                 "run": RunSpec(command=command, timeout=timeout_s, retries=0)})
+        if sandbox is not None:  # the host writes its screenshots here, as the step account
+            sandbox.prepare(workspace.root)
         try:
             with machine_lock(settings.home, str(approach),
                               timeout_s=settings.max_step_timeout_s) as waited_ms:
@@ -94,7 +97,7 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                     done = run_script(folder, runnable, inputs, secrets=secrets,
                                       timeout_s=timeout_s, workdir=workdir, extra_env=env,
                                       max_output_bytes=settings.max_output_bytes,
-                                      scratch=scratch)
+                                      scratch=scratch, sandbox=sandbox)
                 finally:
                     reap(tag)  # a browser outside the host's process group, say
                     unlocked_at = datetime.now(UTC)
@@ -105,11 +108,13 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
 
 
 @contextlib.contextmanager
-def _workspace_dir(approach: Approach, scratch: Path | None) -> Iterator[Path]:
+def _workspace_dir(approach: Approach, scratch: Path | None,
+                   sandbox: Sandbox | None) -> Iterator[Path]:
     """The host's private folder: beside the attempt's scratch folder when it has one
     (so the end of the attempt removes both, workers/attempt_end.py), else a new one."""
     if scratch is None:
-        with tempfile.TemporaryDirectory(prefix=f"skillq-{approach}-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"skillq-{approach}-",
+                                         dir=sandbox.slot if sandbox else None) as tmp:
             yield Path(tmp)
         return
     folder = scratch.with_name(scratch.name + "-screen")
