@@ -157,6 +157,9 @@ class Sandbox:
                     for step in reversed(k.relative_to(home).parents[:-1]):
                         argv += ["--perms", "0755", "--dir", str(home / step)]
                     argv += ["--ro-bind", str(k), str(k)]
+        for k in kept:  # a checkout under /tmp (a CI clone): the sandbox's /tmp is its own
+            if _contains(Path("/tmp"), k) and not any(_contains(h, k) for h in homes):  # noqa: S108
+                argv += [*_way_down(k), "--ro-bind", str(k), str(k)]
         if workdir:
             argv += [*_way_down(Path(workdir)), "--ro-bind", workdir, workdir]
         for path in self._binds():
