@@ -13,6 +13,7 @@ from orchestrator.cli import (
     export_cmds,
     flower_cmd,
     graph_cmd,
+    history_cmds,
     library_cmds,
     new_cmd,
     notes_cmds,
@@ -37,7 +38,7 @@ app = typer.Typer(
 )
 # In the order `skillq --help` lists them: the vault, running, the library, lifecycle,
 # machines and operations.
-for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, stack_cmds,
+for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, history_cmds, stack_cmds,
                library_cmds, archive_cmds, test_cmds, notes_cmds, publish_cmds,
                daemon_cmds, schedule_cmds, flower_cmd, dashboard_cmds, secrets_cmds):
     module.register(app)

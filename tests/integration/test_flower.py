@@ -110,6 +110,17 @@ def flower(healthy: Stack, tmp_path: Path) -> Iterator[tuple[Api, Path]]:
             return api.get("/api/workers")[0] == 200
 
         wait_until(up, 60, f"Flower to answer on {port}:\n{tail(log)}", every_s=0.2)
+
+        # /api/workers answers from a broadcast before Flower's event receiver has bound
+        # its queue; events sent before that are lost to it (a CI run on a loaded 2-core
+        # machine missed a whole run's). A worker's heartbeat in Flower's event state
+        # shows the receiver is live.
+        def hearing() -> bool:
+            heard = {w.get("hostname") for w in api.json("/workers?json=1")["data"]}
+            return {nodename(name) for name in WATCHED} <= heard
+
+        wait_until(hearing, 60, f"Flower to receive the workers' events:\n{tail(log)}",
+                   every_s=0.3)
         yield api, log
     finally:
         proc.terminate()
