@@ -25,10 +25,6 @@ START_TIMEOUT_S = 20.0
 REPLY_TIMEOUT_S = 10.0
 
 
-class WornOut(Exception):  # a signal to start a new launcher, not an error
-    pass
-
-
 class Zygote:
     def __init__(self, bwrap_argv: list[str], rlimits: dict[str, tuple[int, int]],
                  cgroup: Any | None) -> None:
@@ -56,7 +52,9 @@ class Zygote:
             self.close()
             raise SandboxError(f"the sandbox did not start: {complaint}")
         self.exit_code: int | None = None
+        self.spawn_error: str | None = None
         self.running = False
+        self.worn = False  # past half its CPU limit: the next command gets a new launcher
 
     def complaint(self) -> str:
         if self.log.closed:
@@ -94,8 +92,9 @@ class Zygote:
 
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str]
               ) -> tuple[BinaryIO, BinaryIO, BinaryIO]:
-        """Start argv; our ends of its stdin, stdout, stderr. OSError if it cannot;
-        WornOut when the launcher is near its CPU limit (start another)."""
+        """Ask for argv to start; our ends of its stdin, stdout, stderr. OSError if the
+        request cannot be sent. Whether it started is known after: ``wait`` raises
+        OSError with the launcher's reason when it did not (a missing program, say)."""
         pipes = [os.pipe() for _ in range(3)]
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         request = json.dumps({"op": "spawn", "argv": argv, "cwd": cwd, "env": env}).encode()
@@ -109,39 +108,36 @@ class Zygote:
             raise
         for fd in theirs:
             os.close(fd)
-        reply = self._reply(REPLY_TIMEOUT_S)
-        ours: list[BinaryIO] = [os.fdopen(pipes[0][1], "wb", buffering=0),
-                                os.fdopen(pipes[1][0], "rb", buffering=0),
-                                os.fdopen(pipes[2][0], "rb", buffering=0)]
-        if reply is None or "pid" not in reply:
-            for stream in ours:
-                stream.close()
-            if reply and reply.get("worn_out"):
-                raise WornOut
-            why = (reply or {}).get("spawn_error") or f"the sandbox ended: {self.complaint()}"
-            raise OSError(why)
-        self.exit_code, self.running = None, True
-        return ours[0], ours[1], ours[2]
+        self.exit_code, self.spawn_error, self.running = None, None, True
+        return (os.fdopen(pipes[0][1], "wb", buffering=0),
+                os.fdopen(pipes[1][0], "rb", buffering=0),
+                os.fdopen(pipes[2][0], "rb", buffering=0))
 
     def exited(self) -> bool:
-        """Whether the command exited (the launcher has then ended all it started)."""
-        if not self.running:
-            return True
-        ready, _, _ = select.select([self.sock], [], [], 0)
-        if not ready:
-            return False
-        try:
-            data = self.sock.recv(1 << 16)
-        except OSError:
-            data = b""
-        message = json.loads(data) if data else {"exit": -signal.SIGKILL}  # launcher gone
-        if "exit" in message:
-            self.exit_code, self.running = int(message["exit"]), False
-        return not self.running
+        """Whether the command is over: it exited (the launcher has then ended all it
+        started), it never started, or the launcher is gone."""
+        while self.running:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+            if not ready:
+                return False
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            message = json.loads(data) if data else {"exit": -signal.SIGKILL}  # launcher gone
+            self.worn = self.worn or bool(message.get("worn"))
+            if "spawn_error" in message:
+                self.spawn_error, self.running = str(message["spawn_error"]), False
+            elif "exit" in message:
+                self.exit_code, self.running = int(message["exit"]), False
+        return True
 
     def wait(self) -> int:
+        """The command's exit code; OSError when it never started."""
         while not self.exited():
             select.select([self.sock], [], [], 0.5)
+        if self.spawn_error is not None:
+            raise OSError(self.spawn_error)
         return self.exit_code if self.exit_code is not None else -signal.SIGKILL
 
     def signal_group(self, sig: signal.Signals) -> None:

@@ -4,7 +4,9 @@ exec rather than for building a sandbox (bubblewrap takes about 10 ms to set one
 
 Run as ``python -I -S -c <this file's text>``: the standard library only, nothing of the
 worker. argv[1] is the fd of a SOCK_SEQPACKET socket to the worker process; each message is one JSON
-object, a spawn request carries the command's stdin, stdout and stderr as SCM_RIGHTS.
+object, a spawn request carries the command's stdin, stdout and stderr as SCM_RIGHTS. A
+spawn is answered with the pid (or why it could not start), then the exit; the worker
+reads both after the command ran, so a step pays for no round trip before it starts.
 It is PID 1 of the sandbox's PID namespace, so when a command exits, ``kill(-1)`` ends
 everything else that step started, and anything orphaned is re-parented here.
 """
@@ -64,7 +66,8 @@ def _spawn(request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
 
 
 def _worn_out() -> bool:
-    """Near its own CPU limit (it is inherited, so it applies here too): time for a new one."""
+    """Past half its own CPU limit (inherited, so it applies here too): the worker starts
+    a new launcher for the next command. Half is left, far more than starting one takes."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_CPU)
     used = resource.getrusage(resource.RUSAGE_SELF)
     return soft != resource.RLIM_INFINITY and used.ru_utime + used.ru_stime > soft / 2
@@ -136,7 +139,7 @@ def main() -> None:
                     child = None
                     code = os.waitstatus_to_exitcode(status)
                     _end_everything()
-                    _send(sock, {"exit": code})
+                    _send(sock, {"exit": code, "worn": _worn_out()})
         if sock.fileno() in ready:
             request, fds = _receive(sock)
             if request is None:  # the worker process is gone
@@ -144,14 +147,9 @@ def main() -> None:
                 return
             op = request["op"]
             if op == "spawn":
-                if _worn_out():
-                    for fd in fds:
-                        os.close(fd)
-                    _send(sock, {"worn_out": True})
-                    return
                 reply = _spawn(request, fds)
                 child = reply.get("pid")
-                _send(sock, reply)
+                _send(sock, reply | {"worn": _worn_out()})
             elif op == "signal" and child is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child, request["signal"])
