@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from lifecycle.run_costs import Usage, run_usage
@@ -23,8 +23,13 @@ from shared.skill import BENCHMARKS, Skill
 from shared.skillfiles import RUN_WINDOW
 from shared.states import RunState, StepState
 
-_FINAL_STEPS = (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED)
-_FINAL_RUNS = (RunState.SUCCEEDED, RunState.FAILED)
+# A cancelled run or attempt is in the window (success false, its error says so, notes
+# "cancelled"), not in the aggregates: the user stopped it, the skill did not fail. An
+# attempt cancelled before it started never ran, and one a retry reused (the route says
+# so, lifecycle/retry.py) is the original run's, already listed.
+_FINAL_STEPS = (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED, StepState.CANCELLED)
+_FINAL_RUNS = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+REUSED_ROUTE = "reused from %"
 
 
 def _iso(value: Any) -> str | None:
@@ -38,6 +43,11 @@ def _test_id(triggered_by: str | None) -> str | None:
     return None
 
 
+def _cancelled(state: str) -> dict[str, str]:
+    # benchmarks.json's run entries have no state field (shared/skillfiles.py RunEntry)
+    return {"notes": "cancelled"} if state == "cancelled" else {}
+
+
 def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     final = StepRun.state.in_([s.value for s in _FINAL_STEPS])
     rows = session.execute(
@@ -45,7 +55,10 @@ def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict
         .join(PipelineRun, PipelineRun.id == StepRun.run_id)
         # finished_at IS NOT NULL: the index's backward scan starts at the newest finished
         # row instead of wading through a wide fan-out's pending ones (NULLs sort first).
-        .where(StepRun.skill == skill, final, StepRun.finished_at.is_not(None))
+        .where(StepRun.skill == skill, final, StepRun.finished_at.is_not(None),
+               or_(StepRun.state != StepState.CANCELLED.value,
+                   StepRun.started_at.is_not(None)),
+               or_(StepRun.route.is_(None), StepRun.route.not_like(REUSED_ROUTE)))
         .order_by(StepRun.finished_at.desc()).limit(RUN_WINDOW)).all()
     # A case's id only on the skill's own run (a step of a tested orchestrator is not
     # that case).
@@ -55,6 +68,7 @@ def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict
              "duration_ms": round(r.duration_ms or 0.0, 1), "cost_usd": r.cost_usd,
              "tokens": {"input": r.tokens_in, "output": r.tokens_out},
              "success": r.state == StepState.SUCCEEDED, "error": r.error,
+             **_cancelled(r.state),
              "triggered_by": parent if parent != skill else None,
              "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
             for r, parent, by in reversed(rows)]
@@ -78,6 +92,7 @@ def _pipeline_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]],
              "tokens": {"input": costs.get(r.id, none).tokens_in,
                         "output": costs.get(r.id, none).tokens_out},
              "success": r.state == RunState.SUCCEEDED, "error": r.error,
+             **_cancelled(r.state),
              "triggered_by": r.triggered_by, "input_hash": r.input_hash,
              "version": r.version, "cache_hit": False}
             for r, ms in reversed(rows)]

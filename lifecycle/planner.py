@@ -209,7 +209,9 @@ class _Advance:
         self.out.finished = True
         _count_run(self.session, run)
 
-    def _launch(self, step: PlanStep) -> None:
+    def _launch(self, step: PlanStep) -> bool:
+        """Launch the step's items; True when none was left to run (a retry reused them
+        all, or it fans out over nothing)."""
         scope = self.scope()
         items: list[Any] = [None]
         if step.fans_out:
@@ -220,11 +222,17 @@ class _Advance:
         self.progress[step.id] = {"state": "running", "items": len(items)}
         if not items:  # a fan-out over nothing continues at once (no empty chord)
             self.progress[step.id]["state"] = "done"
-            return
+            return True
+        # A retry's run (lifecycle/retry.py) starts with the items that succeeded in the
+        # run it retries already recorded: those are not run again.
+        reused = {i for (sid, i), row in self.loaded.items()
+                  if sid == step.id and row.state == StepState.SUCCEEDED}
         # Every item's inputs first: a reference failing at item 7 must not leave items
         # 0-6 dispatched into a run that has failed.
         prepared: list[tuple[int, dict[str, Any]]] = []
         for index, item in enumerate(items):
+            if (index if step.fans_out else -1) in reused:
+                continue
             item_scope = self.scope(item, has_item=step.fans_out)
             inputs = {}
             for key, expr in step.with_.items():
@@ -235,6 +243,8 @@ class _Advance:
                         continue  # not given: the called skill's default applies
                     raise _ItemError(index if step.fans_out else -1, str(exc)) from None
             prepared.append((index if step.fans_out else -1, inputs))
+        if not prepared:
+            return True
         where = self._route(step)  # before any row: a step nobody can run fails here
         size = self._batch_size(step.skill, len(prepared))
         records: list[dict[str, Any]] = []
@@ -253,6 +263,7 @@ class _Advance:
             batch = records[start:start + size]
             self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"],
                                               step.skill))
+        return False
 
     def _route(self, step: PlanStep) -> Route:
         if self.daemons is None:
@@ -314,14 +325,14 @@ class _Advance:
                 elif state == "waiting" and all(
                         self.progress.get(d, {}).get("state") == "done" for d in step.after):
                     try:
-                        self._launch(step)
+                        nothing_to_run = self._launch(step)
                     except _ItemError as exc:
                         self._fail(step.id, exc.index, exc.message)
                         return
                     except ResolveError as exc:
                         self._fail(step.id, None, str(exc))
                         return
-                    changed |= self.progress[step.id]["state"] == "done"
+                    changed |= nothing_to_run
         if all(self.progress.get(s.id, {}).get("state") == "done" for s in self.plan.steps):
             self._succeed()
 
@@ -366,7 +377,7 @@ def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
     run.progress = work.progress
     if work.out.finished:
         run.watch_at = None  # nothing left to watch
-        _finish_parent(session, run, work.out)
+        finish_parent(session, run, work.out)
     else:
         now = _now()
         # One watchdog per run, so a dead worker is noticed with nobody watching; sooner
@@ -380,8 +391,9 @@ def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
     return work.out
 
 
-def _finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
-    """A nested orchestrator's run settles the parent step that started it."""
+def finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
+    """A nested orchestrator's run, just ended (or cancelled), settles the parent step
+    that started it; the parent's run is added to ``out.advance_runs``."""
     if run.parent_step_run_id is None:
         return
     parent = session.get(StepRun, run.parent_step_run_id, with_for_update=True)

@@ -31,7 +31,7 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
                model: str | None = None) -> str:
     """Insert a pending run of ``skill`` (the caller commits, then requests an advance).
     ``model``: the model its agent steps are asked to run on (execute_skill's)."""
-    inputs = resolve_inputs(skill.manifest, given)
+    inputs = resolve_inputs(skill.manifest, given, session=session)  # stores file inputs
     plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
     if model:
         resolve_model(model, where="execute_skill's model")  # AgentError when unknown

@@ -8,6 +8,7 @@ cannot (a nested run's parent, a client), and ``skillq.watch`` is the watchdog.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,14 +16,15 @@ from celery import Celery, Task, shared_task
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from lifecycle import canvas
+from lifecycle import canvas, transitions
 from lifecycle.context import WorkerContext, current
-from lifecycle.planner import Dispatch, Outcome
+from lifecycle.planner import Dispatch, Outcome, finish_parent
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import refresh_benchmarks
 from shared.db.models import PipelineRun, StepRun
 from shared.db.outage import through_outage
 from shared.db.session import transaction
+from shared.errors import RunNotFound
 from shared.states import RunState, StepState
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,46 @@ def advance_in(session: Session, ctx: WorkerContext, run_id: str) -> Outcome:
         session.execute(text("SELECT pg_notify(:channel, :run)"),
                         {"channel": RUN_DONE_CHANNEL, "run": run_id})
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    run_id: str
+    state: str  # the run's state now: cancelled, or how it had ended before
+    stopped: tuple[str, ...] = ()  # attempts that were running: their workers end them
+    ended_now: bool = False  # False: it had ended before (left as it ended)
+
+
+def cancel_in(session: Session, ctx: WorkerContext, run_id: str, reason: str
+              ) -> tuple[Cancelled, Outcome]:
+    """Cancel a run in the caller's transaction (commit, then ``send_outcome``): its
+    pending attempts never start (a message for one is a no-op: the claim refuses an
+    ended run), its running ones are recorded cancelled and their workers stop their
+    processes (workers/attempt_end_watch.py), its nested runs are cancelled too, and
+    benchmarks.json shows it. A run that had ended is left as it ended."""
+    run = session.get(PipelineRun, run_id, with_for_update=True)
+    if run is None:
+        raise RunNotFound(run_id)
+    if RunState(run.state).terminal:
+        return Cancelled(run_id, run.state), Outcome()
+    stopped = transitions.cancel_run(session, run_id, reason)
+    out = Outcome(finished=True)
+    # A nested run cancelled by itself fails the step that started it.
+    finish_parent(session, run, out)
+    # The windows of the skills it stopped (nested runs' steps too), and its own.
+    skills = set(session.scalars(select(StepRun.skill).where(
+        StepRun.id.in_(stopped))).all()) if stopped else set()
+    refresh_benchmarks(ctx, session, run, skills, pipeline=True)
+    session.execute(text("SELECT pg_notify(:channel, :run)"),
+                    {"channel": RUN_DONE_CHANNEL, "run": run_id})
+    return Cancelled(run_id, run.state, tuple(stopped), ended_now=True), out
+
+
+def cancel(app: Celery, ctx: WorkerContext, run_id: str, reason: str) -> Cancelled:
+    with transaction(ctx.database_url) as session:
+        done, out = cancel_in(session, ctx, run_id, reason)
+    send_outcome(app, ctx, run_id, out)
+    return done
 
 
 def send_outcome(app: Celery, ctx: WorkerContext, run_id: str, out: Outcome) -> None:

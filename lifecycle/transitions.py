@@ -53,11 +53,14 @@ def _values(states: Iterable[RunState | StepState]) -> list[str]:
 def new_run(session: Session, *, run_id: str, skill: str, version: int, source: str,
             vault: str, plan: dict[str, Any], inputs: dict[str, Any],
             triggered_by: str | None, parent_step_run_id: str | None,
-            agent_call: str | None = None) -> PipelineRun:
+            agent_call: str | None = None, retry_of: str | None = None,
+            progress: dict[str, Any] | None = None) -> PipelineRun:
+    """A pending run; ``progress``: the steps a retry starts with done (lifecycle/retry.py)."""
     run = PipelineRun(id=run_id, skill=skill, version=version, state=RunState.PENDING,
                       source=source, vault=vault, plan=plan, inputs=inputs,
-                      input_hash=input_hash(inputs), progress={}, triggered_by=triggered_by,
-                      parent_step_run_id=parent_step_run_id, agent_call=agent_call)
+                      input_hash=input_hash(inputs), progress=progress or {},
+                      triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
+                      agent_call=agent_call, retry_of=retry_of)
     session.add(run)
     return run
 
@@ -131,6 +134,30 @@ def launch_attempts(session: Session, rows: Sequence[dict[str, Any]]) -> None:
         for r in rows:
             copy.write_row([*(json.dumps(r["inputs"]) if c == "inputs" else r.get(c)
                               for c in LAUNCH_COLUMNS), *_DEFAULTS.values()])
+
+
+# What a retry copies of an attempt it reuses (the rest: who ran it, when, its logs).
+REUSED_COLUMNS = ("step_id", "item_index", "skill", "version", "source", "queue", "inputs",
+                  "input_hash", "outputs", "worker", "daemon", "exit_code", "started_at",
+                  "finished_at", "duration_ms", "child_run_id")
+
+
+def reuse_attempts(session: Session, run_id: str, rows: Sequence[StepRun],
+                   now: datetime | None = None) -> int:
+    """A retry's run starts with these succeeded attempts of the run it retries, copied
+    as its own first attempts (nothing is run again; no cost is counted twice; the route
+    names the attempt reused). Not a transition: each copy is inserted as it ended."""
+    if any(StepState(r.state) != StepState.SUCCEEDED for r in rows):
+        raise ValueError("only a succeeded attempt is reused")
+    now = now or _now()
+    copies = [{**_DEFAULTS, **{c: getattr(r, c) for c in REUSED_COLUMNS},
+               "id": f"{run_id}/{r.step_id}/{r.item_index}/1", "run_id": run_id,
+               "attempt": 1, "state": StepState.SUCCEEDED.value, "cache_hit": True,
+               "route": f"reused from {r.id} (a retry of run {r.run_id})",
+               "created_at": now} for r in rows]
+    if copies:
+        session.execute(insert(StepRun), copies)
+    return len(copies)
 
 
 def add_attempt(session: Session, **columns: Any) -> StepRun:

@@ -87,8 +87,9 @@ def create_credentials(home: Path) -> Credentials:
     """New random passwords, written before any server is given them: a crash in between
     leaves a password on file that the next start applies, never one lost."""
     made = Credentials(redis=secrets.token_urlsafe(32), postgres=secrets.token_urlsafe(32))
-    # write_json goes through mkstemp: mode 0600 from the first byte, kept by the rename
-    write_json(credentials_file(home), {"redis": made.redis, "postgres": made.postgres})
+    # private: mode 0600 from the first byte, kept by the rename
+    write_json(credentials_file(home), {"redis": made.redis, "postgres": made.postgres},
+               private=True)
     return made
 
 

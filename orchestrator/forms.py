@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -30,25 +29,6 @@ def manifest_fields(manifest: Manifest) -> dict[str, Any]:
     return manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-def _spec_scalar(text: str) -> str:
-    # JSON strings are valid YAML double-quoted scalars. The reference validator splits
-    # SKILL.md on the first two '---' anywhere, so a '---' inside a value is escaped.
-    quoted = json.dumps(text, ensure_ascii=False)
-    return quoted.replace("-", "\\x2d") if "---" in text else quoted
-
-
-def spec_frontmatter(fields: dict[str, Any]) -> str:
-    lines = []
-    for key in ("name", "description", "license", "compatibility", "allowed-tools"):
-        if fields.get(key) is not None:
-            lines.append(f"{key}: {_spec_scalar(str(fields[key]))}")
-    if fields.get("metadata"):
-        lines.append("metadata:")
-        lines += [f"  {_spec_scalar(str(k))}: {_spec_scalar(str(v))}"
-                  for k, v in fields["metadata"].items()]
-    return "\n".join(lines) + "\n"
-
-
 def _yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False,
                           width=100)
@@ -69,7 +49,8 @@ def write_skill(skill: Skill, dest: Path, form: str) -> Path:
                     ignore=lambda d, names: [n for n in names if n == "__pycache__"
                                              or (d == top and n in _MANIFEST_FILES)])
     if form == "agentskills":
-        write_text(staging / "SKILL.md", f"---\n{spec_frontmatter(fields)}---\n\n{body}")
+        front = agentskills.spec_frontmatter(fields)
+        write_text(staging / "SKILL.md", f"---\n{front}---\n\n{body}")
         execution = {k: v for k, v in fields.items() if k not in SPEC_FIELDS}
         if execution:
             write_text(staging / SIDECAR, _yaml(execution))

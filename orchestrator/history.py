@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
@@ -12,11 +13,36 @@ from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
 
 
-def recent_runs(session: Session, skill: str | None, limit: int = 20) -> Sequence[PipelineRun]:
+@dataclass(frozen=True)
+class RunFilter:
+    """Which top-level runs a listing shows; an empty field does not narrow."""
+
+    skill: str | None = None
+    states: tuple[str, ...] = ()
+    source: str | None = None
+    since: datetime | None = None  # aware: created at or after
+    # "cli", "dashboard", a parent skill's name, "schedule:3"; a bare kind ("schedule",
+    # "test") matches every "<kind>:<id>".
+    trigger: str | None = None
+
+
+def recent_runs(session: Session, where: RunFilter, limit: int = 20) -> Sequence[PipelineRun]:
+    """The newest top-level runs first (a nested run is its parent step's business)."""
     query = select(PipelineRun).where(PipelineRun.parent_step_run_id.is_(None))
-    if skill:
-        query = query.where(PipelineRun.skill == skill)
-    return session.scalars(query.order_by(PipelineRun.created_at.desc()).limit(limit)).all()
+    if where.skill:
+        query = query.where(PipelineRun.skill == where.skill)
+    if where.states:
+        query = query.where(PipelineRun.state.in_(where.states))
+    if where.source:
+        query = query.where(PipelineRun.source == where.source)
+    if where.since is not None:
+        query = query.where(PipelineRun.created_at >= where.since)
+    if where.trigger:
+        kind = where.trigger.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where((PipelineRun.triggered_by == where.trigger)
+                            | PipelineRun.triggered_by.like(kind + ":%", escape="\\"))
+    return session.scalars(query.order_by(PipelineRun.created_at.desc(),
+                                          PipelineRun.id).limit(limit)).all()
 
 
 @dataclass

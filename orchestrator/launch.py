@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,6 +22,7 @@ import tenacity
 from sqlalchemy.engine import make_url
 
 from lifecycle.context import WorkerContext
+from lifecycle.retry import create_retry
 from lifecycle.routing import (
     NoRoute,
     ask_for_software,
@@ -29,7 +31,7 @@ from lifecycle.routing import (
     unknown_software,
 )
 from lifecycle.submit import create_run
-from lifecycle.tasks import RUN_DONE_CHANNEL, advance_in, send_outcome
+from lifecycle.tasks import RUN_DONE_CHANNEL, Cancelled, advance_in, cancel, send_outcome
 from orchestrator.connect import Connection
 from orchestrator.history import descendant_run_ids, latest_states
 from orchestrator.library.guard import refuse_disabled_run
@@ -37,17 +39,15 @@ from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.outage import Outage, first_line
 from shared.db.session import transaction
-from shared.errors import DatabaseUnreachable, FolderChanged, NoWorker, SkillqError
+from shared.errors import DatabaseUnreachable, FolderChanged, NoWorker, RunNotFound, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
 from shared.published import published_files, verify
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
-from shared.vault import Vault
+from shared.vault import Vault, open_vault
 
 POLL_S = 0.25
-
-
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,40 @@ def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any
     return run_id
 
 
+def cancel_run(conn: Connection, run_id: str, reason: str) -> Cancelled:
+    """Cancel a run from the client (lifecycle/tasks.py ``cancel``): RunNotFound when no
+    record has it; a run that had ended is left as it ended (``ended_now`` False)."""
+    return cancel(conn.app, client_context(conn), run_id, reason)
+
+
+def start_retry(conn: Connection, run_id: str) -> str:
+    """Record a retry of run ``run_id`` (lifecycle/retry.py) and set it moving; its id.
+
+    Checked first as a run is: some online worker serves every queue its plan needs
+    (NoWorker), and the old run is one to retry (RunRefused); nothing is recorded
+    otherwise."""
+    with transaction(conn.endpoints.database_url) as session:
+        old = session.get(PipelineRun, run_id)
+        if old is None:
+            raise RunNotFound(run_id)
+        plan, root = Plan.model_validate(old.plan), Path(old.vault)
+    if root.is_dir():
+        try:
+            missing = unrunnable(conn, open_vault(root, ttl_s=conn.settings.discovery_ttl_s),
+                                 plan)
+        except KeyError:  # a nested orchestrator gone from the vault: its step will say so
+            missing = None
+        if missing:
+            raise NoWorker(missing)
+    ctx = client_context(conn)
+    with transaction(conn.endpoints.database_url) as session:
+        new_id = create_retry(session, run_id)
+        session.flush()
+        out = advance_in(session, ctx, new_id)
+    send_outcome(conn.app, ctx, new_id, out)
+    return new_id
+
+
 def client_context(conn: Connection) -> WorkerContext:
     return WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
                          vault=conn.settings.vault.resolve(), hostname=socket.gethostname(),
@@ -174,7 +208,7 @@ def run_progress(conn: Connection, run_id: str, *, counts: bool = True
     with transaction(conn.endpoints.database_url) as session:
         run = session.get(PipelineRun, run_id)
         if run is None:
-            raise SkillqError(f"no run {run_id}; `skillq runs` lists them")
+            raise RunNotFound(run_id)
         counted = latest_states(session, descendant_run_ids(session, run_id)) \
             if counts and not RunState(run.state).terminal else {}
         session.expunge(run)

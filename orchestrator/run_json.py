@@ -224,7 +224,7 @@ def run_json(session: Session, tree: RunTree, redactor: Redactor,
         "failed_item": run.failed_item, "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),
         "duration_ms": _span_ms(run.started_at, run.finished_at), "source": run.source,
-        "triggered_by": run.triggered_by, "steps": steps,
+        "triggered_by": run.triggered_by, "retry_of": run.retry_of, "steps": steps,
     }
 
 

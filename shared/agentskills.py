@@ -4,22 +4,36 @@ A folder passes here exactly when `agentskills validate` (PyPI skills-ref 0.1.1)
 it, quirks included: the parity test in tests/unit/test_agentskills_parity.py holds us to
 that over tests/corpus/agentskills/. The rules are copied, the wording is ours. skills_ref
 is only a dev dependency, so it is never imported here.
+
+Also here, as Agent Skills knowledge both validators and the exporter share: the fix for
+keys other clients put in the frontmatter (`unknown_field_hint`), and `spec_frontmatter`,
+which writes the spec fields so that the reference and skillq read back the same values.
 """
 
 from __future__ import annotations
 
-import difflib
+import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-import strictyaml
-
-from shared.problems import Problem
+from shared.problems import Problem, did_you_mean
 
 SPEC_FIELDS: frozenset[str] = frozenset(
     {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+)
+# Keys real skills carry beside the spec's six: Claude Code's own frontmatter fields, and
+# facts about the skill that the spec keeps under metadata. Neither is a typo of a skillq
+# field ('author' is not 'auth'), so each gets its own fix instead of a did-you-mean.
+CLAUDE_CODE_FIELDS: frozenset[str] = frozenset(
+    {"argument-hint", "disable-model-invocation", "user-invocable", "context", "agent",
+     "hooks", "when_to_use"}
+)
+METADATA_KEYS: frozenset[str] = frozenset(
+    {"author", "authors", "maintainer", "owner", "tags", "keywords", "category", "homepage",
+     "repository", "source", "created", "updated", "changelog", "triggers"}
 )
 MAX_NAME_LENGTH = 64
 MAX_DESCRIPTION_LENGTH = 1024
@@ -234,6 +248,9 @@ def _frontmatter(path: str, content: str) -> tuple[dict[str, object], str, str] 
             "does not allow; delete it",
             text.count("\n", 0, bad.start()) + 1,
         )
+    # Imported here: every skill load uses this module, only `--spec agentskills` this parser.
+    import strictyaml
+
     try:
         data: object = strictyaml.load(text).data
     except strictyaml.YAMLError as error:
@@ -274,13 +291,34 @@ def _key_line(text: str, key: str) -> int | None:
     return None
 
 
+def foreign_field_hint(key: str) -> str | None:
+    """The fix for a key another client or custom puts at the top of the frontmatter."""
+    if key in CLAUDE_CODE_FIELDS:
+        return (f"remove it: '{key}' is a Claude Code field, outside the Agent Skills "
+                "specification, and skillq does not read it")
+    if key in METADATA_KEYS:
+        return (f"remove it, or move it under metadata: (a '{key}: ...' line indented below "
+                "a 'metadata:' line), where any key is kept as written")
+    return None
+
+
+def unknown_field_hint(key: str, known: Iterable[str]) -> str:
+    """What to do about a top-level frontmatter key that is not one of ``known``."""
+    known = sorted(set(known))
+    foreign = foreign_field_hint(key)
+    if foreign is not None:
+        return foreign
+    close = did_you_mean(key, known)
+    return f"did you mean '{close}'?" if close else f"remove it (known fields: {', '.join(known)})"
+
+
 def _unknown_field_message(key: str) -> str:
     allowed = ", ".join(sorted(SPEC_FIELDS))
     if not key.strip():
         return f"frontmatter has a field without a name; remove it (allowed fields: {allowed})"
-    close = difflib.get_close_matches(key, SPEC_FIELDS, n=1)
-    fix = (
-        f"did you mean '{close[0]}'?"
+    close = did_you_mean(key, SPEC_FIELDS)
+    fix = foreign_field_hint(key) or (
+        f"did you mean '{close}'?"
         if close
         else "remove it; skillq execution fields belong in skill.yaml beside SKILL.md"
     )
@@ -339,3 +377,45 @@ def validate_agentskills(folder: Path) -> list[Problem]:
             messages[0] += note
         problems.extend(Problem(path, field, m, _key_line(text, field)) for m in messages)
     return problems
+
+
+def _spec_scalar(text: str) -> str:
+    # JSON strings are valid YAML double-quoted scalars. The reference validator splits
+    # SKILL.md on the first two '---' anywhere, so a '---' inside a value is escaped.
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted.replace("-", "\\x2d") if "---" in text else quoted
+
+
+def _spec_block(value: object, indent: int) -> list[str]:
+    """The lines of a list or mapping value, in block style: the reference's strictyaml
+    refuses flow style ('[a, b]'), which also leaves an empty list no way to be written,
+    so empty lists and mappings are left out."""
+    pad = " " * indent
+    lines: list[str] = []
+    pairs: Iterable[tuple[str | None, Any]] = (
+        ((str(k), v) for k, v in value.items()) if isinstance(value, Mapping)
+        else ((None, v) for v in value) if isinstance(value, list | tuple) else ())
+    for key, item in pairs:
+        head = f"{pad}- " if key is None else f"{pad}{_spec_scalar(key)}: "
+        if isinstance(item, Mapping | list | tuple):
+            if item:
+                lines += [head.rstrip(), *_spec_block(item, indent + 2)]
+        else:
+            lines.append(head + ("" if item is None else _spec_scalar(str(item))))
+    return [line.rstrip() for line in lines]
+
+
+def spec_frontmatter(fields: Mapping[str, Any]) -> str:
+    """The spec fields of ``fields`` as SKILL.md frontmatter (without the '---' lines) that
+    the reference validator and skillq both read back as the same values: text quoted,
+    `allowed-tools` and metadata lists and mappings in block style, as written."""
+    lines = []
+    for key in ("name", "description", "license", "compatibility", "allowed-tools",
+                "metadata"):
+        value = fields.get(key)
+        if isinstance(value, Mapping | list | tuple):
+            if value:
+                lines += [f"{key}:", *_spec_block(value, 2)]
+        elif value is not None:
+            lines.append(f"{key}: {_spec_scalar(str(value))}")
+    return "\n".join(lines) + "\n"

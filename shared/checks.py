@@ -64,6 +64,12 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
                             "depends on LLM reasoning; remove cache or set enabled: false")
     agent_leaf = m.steps is None and m.kind == "instructions" and \
         m.effective_approach is Approach.AGENT
+    if agent_leaf:  # a model answers in JSON: it has no file of its own to hand back
+        for i, out in enumerate(m.outputs):
+            if out.value_type.base == "file":
+                yield skill.problem(("outputs", i, "type"), f"an agent step cannot return a "
+                                    f"file ('{out.name}'); return its text as a string, or "
+                                    "write the file from a script step")
     for key in sorted(_AGENT_ONLY & m.model_fields_set):
         if not agent_leaf and not skill.repaired & {"approach", "run", "steps"}:
             yield skill.problem((key,), f"only an agent step (approach: agent, no run or "

@@ -7,6 +7,10 @@ times in the schedule's zone: "0 7 * * *" in Europe/Paris is 07:00 in Paris in w
 and in summer. A wall time that does not exist (the spring-forward hour) fires at the
 instant it maps to; a wall time that happens twice (the fall-back hour) fires once, at
 its first occurrence.
+
+The nicknames Vixie cron and Airflow accept (``@hourly``, ``@daily``, ...) stand for their
+five-field lines; a schedule keeps the nickname as written, so `skillq schedule list`
+shows what the user typed. ``@reboot`` has no due time, so it is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from celery.schedules import crontab
 from shared.errors import CronError
 
 MAX_YEARS = 5  # "0 0 30 2 *" never matches: give up looking after this long
+
+ALIASES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+           "@hourly": "0 * * * *"}
 
 
 @dataclass(frozen=True)
@@ -60,10 +68,20 @@ def parse_cron(text: str, tz: str) -> CronLine:
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise CronError(f"--tz '{tz}': unknown time zone; give an IANA name such as "
                         "Europe/Paris or UTC") from exc
-    fields = text.split()
+    written = " ".join(text.split())
+    if written.startswith("@"):
+        written = written.lower()
+        if written == "@reboot":
+            raise CronError(f"--cron '{text}': beat fires schedules at times, not at "
+                            "start-up; use a time, e.g. @daily or \"0 7 * * *\"")
+        if written not in ALIASES:
+            raise CronError(f"--cron '{text}': unknown nickname; use one of "
+                            f"{', '.join(ALIASES)}, or five fields such as \"0 7 * * *\"")
+    fields = ALIASES.get(written, written).split()
     if len(fields) != 5:
         raise CronError(f"--cron '{text}': a cron line has five fields (minute hour "
-                        "day-of-month month day-of-week), e.g. \"0 7 * * *\"")
+                        "day-of-month month day-of-week), e.g. \"0 7 * * *\", or a "
+                        f"nickname ({', '.join(ALIASES)})")
     try:
         spec = crontab.from_string(" ".join(fields))
     except ValueError as exc:
@@ -71,7 +89,7 @@ def parse_cron(text: str, tz: str) -> CronLine:
         raise CronError(f"--cron '{text}': {why}; fields are minute (0-59) hour (0-23) "
                         "day-of-month (1-31) month (1-12) day-of-week (0-6 or sun-sat)"
                         ) from exc
-    line = CronLine(text=" ".join(fields), tz=tz, minutes=tuple(sorted(_field(spec, "minute"))),
+    line = CronLine(text=written, tz=tz, minutes=tuple(sorted(_field(spec, "minute"))),
                     hours=tuple(sorted(_field(spec, "hour"))),
                     days=_field(spec, "day_of_month"), months=_field(spec, "month_of_year"),
                     weekdays=_field(spec, "day_of_week"))

@@ -30,6 +30,10 @@
      ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
      ├── BadCursor              a dashboard page cursor that cannot be read
      ├── RunNotFound            a run id no record has
+     ├── RunRefused             cancel/retry of a run not in a state for it (ended, still
+     │                          going, nested, succeeded)
+     ├── ArtifactError          `skillq artifact get`: no such key in the shared store, a
+     │                          reference that is not one, nowhere to write the bytes
      ├── StepFailed             a step message's attempt failed (the Celery task's FAILURE)
      ├── AgentError             an agent step cannot be set up: an unknown model, no model
      │                          configured, a provider's credentials missing
@@ -48,9 +52,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from shared.folderhash import Change
 from shared.problems import Problem
+
+if TYPE_CHECKING:  # every command imports this module: keep `skillq --help` light
+    from shared.folderhash import Change
 
 
 class SkillqError(Exception):
@@ -248,6 +255,14 @@ class RunNotFound(SkillqError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run {run_id}; `skillq runs` lists them")
         self.run_id = run_id
+
+
+class RunRefused(SkillqError):
+    """`skillq cancel` or `retry` asked of a run that is not in a state for it."""
+
+
+class ArtifactError(SkillqError):
+    """Names the key (or what was given instead of one) and where keys are shown."""
 
 
 class IllegalTransition(SkillqError):

@@ -2,25 +2,49 @@
 
 Bad inputs are refused before anything is dispatched, each problem naming the input
 and the fix; nothing is half-started.
+
+An input of type ``file`` (or ``file[]``) is given as a path, relative to the caller's
+folder (the working directory for ``--input``, the JSON file's folder for
+``--inputs-file``). It is checked here (it exists, it fits SKILLQ_FILE_MAX_BYTES) and held
+as a local file; ``store_files`` puts its bytes in the shared store in the transaction
+that records the run, so every daemon reaches the same bytes by their SHA-256.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import InputError
 from shared.manifest import Manifest
 from shared.problems import Problem, display_path
 from shared.settings import get_settings
-from shared.valuetypes import from_text, type_error
+from shared.valuetypes import (
+    LOCAL_KEY,
+    ValueType,
+    file_value,
+    from_text,
+    is_file_value,
+    is_local_file,
+    type_error,
+)
+
+if TYPE_CHECKING:  # the validate path imports this module: no SQLAlchemy at import time
+    from sqlalchemy.orm import Session
+
+FILE_MAX_BYTES_ENV = "SKILLQ_FILE_MAX_BYTES"
 
 
-def input_problems(manifest: Manifest, given: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(".name", message) for every given input that does not fit, and every missing one."""
+def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files: bool = False
+                   ) -> list[tuple[str, str]]:
+    """(".name", message) for every given input that does not fit, and every missing one.
+    ``local_files``: a file input may still be a local file, not stored yet."""
     out: list[tuple[str, str]] = []
     declared = [i.name for i in manifest.inputs]
     for key, value in given.items():
@@ -31,7 +55,7 @@ def input_problems(manifest: Manifest, given: Mapping[str, Any]) -> list[tuple[s
                 f"{manifest.name} takes: {', '.join(declared) or 'no inputs'}"
             out.append((f".{key}", f"unknown input; {hint}"))
             continue
-        err = type_error(value, spec.value_type)
+        err = type_error(value, spec.value_type, local_files=local_files)
         if err and not (value is None and not spec.required):
             out.append((f".{key}", err))
     for spec in manifest.inputs:
@@ -51,11 +75,17 @@ def with_defaults(manifest: Manifest, given: Mapping[str, Any]) -> dict[str, Any
     return values
 
 
-def resolve_inputs(manifest: Manifest, given: Mapping[str, Any], *, origin: str = "inputs"
-                   ) -> dict[str, Any]:
-    """Checked inputs with defaults applied; InputError listing every problem otherwise."""
+def resolve_inputs(manifest: Manifest, given: Mapping[str, Any], *, origin: str = "inputs",
+                   session: Session | None = None) -> dict[str, Any]:
+    """Checked inputs with defaults applied; InputError listing every problem otherwise.
+
+    With ``session`` (the transaction recording the run), local files are stored and
+    every file input must be in the store; without, local files are still allowed."""
+    if session is not None:
+        given = store_files(session, manifest, given)
     problems = [Problem(origin, f"{manifest.name}{field}", msg)
-                for field, msg in input_problems(manifest, given)]
+                for field, msg in input_problems(manifest, given,
+                                                 local_files=session is None)]
     if problems:
         raise InputError(problems)
     return with_defaults(manifest, given)
@@ -80,24 +110,37 @@ def size_problem(size: int, max_bytes: int) -> str | None:
 
 
 def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path | None = None,
-                     *, max_bytes: int | None = None) -> dict[str, Any]:
+                     *, max_bytes: int | None = None, files_from: Path | None = None,
+                     local_files: bool = True) -> dict[str, Any]:
     """``--input k=v`` pairs (typed by the declared inputs) over an ``--inputs-file`` JSON.
 
     Repeating ``--input k=...`` for an array input appends to it. No value may be larger
     than ``max_bytes`` (default: the input_max_bytes setting): what a person or a form
     hands a run is capped before it is parsed, stored in the run record or dispatched.
+
+    A file input's path is relative to ``files_from`` (default: the working directory)
+    for ``--input``, to the inputs file's folder for ``--inputs-file``; each file must
+    exist and fit the file_max_bytes setting. ``local_files=False`` (a form served to
+    others): paths on this machine are refused, only stored files are taken.
     """
+    settings = get_settings()
     if max_bytes is None:
-        max_bytes = get_settings().input_max_bytes
+        max_bytes = settings.input_max_bytes
+    files = _Files(files_from or Path.cwd(), settings.file_max_bytes, local_files)
     problems: list[Problem] = []
     given: dict[str, Any] = {}
     if inputs_file is not None:
+        shown = display_path(inputs_file)
         for key, value in _read_inputs_file(inputs_file, problems).items():
             too_big = size_problem(value_bytes(value), max_bytes)
             if too_big:
-                problems.append(Problem(display_path(inputs_file), key, too_big))
-            else:
-                given[key] = value
+                problems.append(Problem(shown, key, too_big))
+                continue
+            spec = manifest.input(key)
+            if spec is not None and spec.value_type.base == "file":
+                value = files.local(value, spec.value_type, inputs_file.absolute().parent,
+                                    Problem(shown, key, ""), problems)
+            given[key] = value
     from_cli: dict[str, Any] = {}
     repeated: set[str] = set()
     for pair in pairs:
@@ -115,11 +158,15 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
         if spec is None:
             from_cli[key] = text  # reported as unknown by resolve_inputs
             continue
-        try:
-            value = from_text(text, spec.value_type)
-        except ValueError as exc:
-            problems.append(Problem("--input", key, f"{exc} (declared type {spec.type})"))
-            continue
+        if spec.value_type.base == "file":
+            value = files.local(_file_text(text, spec.value_type), spec.value_type,
+                                files.base, Problem("--input", key, ""), problems)
+        else:
+            try:
+                value = from_text(text, spec.value_type)
+            except ValueError as exc:
+                problems.append(Problem("--input", key, f"{exc} (declared type {spec.type})"))
+                continue
         if key in from_cli and spec.value_type.is_array:
             from_cli[key] = [*from_cli[key], *value]
             repeated.add(key)
@@ -135,6 +182,132 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
         raise InputError(problems)
     given.update(from_cli)
     return resolve_inputs(manifest, given, origin="--input")
+
+
+def _file_text(text: str, vtype: ValueType) -> Any:
+    """What ``--input`` gives a file type: JSON (a list of paths, a stored file) when it
+    parses, else one path (``[draft] notes.txt`` is a file name, not broken JSON)."""
+    value: Any = text
+    if text.lstrip().startswith(("[", "{")):
+        with contextlib.suppress(json.JSONDecodeError):  # then it is a file's name
+            value = json.loads(text)
+        if isinstance(value, list):
+            return value
+    for _ in range(vtype.depth):  # one file given to a file[]: its one item
+        value = [value]
+    return value
+
+
+class _Files:
+    """Paths given for file inputs, checked and held as local files until stored."""
+
+    def __init__(self, base: Path, max_bytes: int, allowed: bool) -> None:
+        self.base, self.max_bytes, self.allowed = base.absolute(), max_bytes, allowed
+
+    def local(self, value: Any, vtype: ValueType, base: Path, where: Problem,
+              problems: list[Problem]) -> Any:
+        """``value`` with every path in it (to ``vtype``'s depth) a local file; stored files
+        are kept; anything else is left for the type check to report."""
+        if vtype.is_array and isinstance(value, list):
+            return [self.local(v, vtype.element(), base, where, problems) for v in value]
+        if not isinstance(value, str):
+            return value
+        if not self.allowed:
+            problems.append(_at(where, "a file input takes a stored file here, not a path "
+                                "on this machine; give the file with `skillq run --input "
+                                f"{where.field}=PATH`"))
+            return value
+        found = _local_file(value, base, self.max_bytes)
+        if isinstance(found, str):
+            problems.append(_at(where, found))
+            return value
+        return found
+
+
+def _at(where: Problem, message: str) -> Problem:
+    return Problem(where.path, where.field, message)
+
+
+def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
+    """The local file ``text`` names (relative to ``base``), or why it cannot be one."""
+    if not text.strip():
+        return "is empty: give the path of a file"
+    # normpath, not resolve: the name is the one given, not a link's target (base is absolute)
+    path = Path(os.path.normpath(base / Path(text).expanduser()))
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"file '{text}' does not exist (looked for {path})"
+    except OSError as exc:
+        return f"file '{text}' cannot be read ({path}): {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"'{text}' is a folder ({path}), not a file; give a file"
+    if not stat.S_ISREG(st.st_mode):
+        return f"'{text}' is not a regular file ({path}); give a file"
+    if not os.access(path, os.R_OK):
+        return f"file '{text}' cannot be read ({path}): permission denied"
+    if too_big := _file_too_big(st.st_size, max_bytes):
+        return f"file '{text}' {too_big}"
+    return {LOCAL_KEY: str(path), "name": path.name, "size": st.st_size}
+
+
+def _file_too_big(size: int, max_bytes: int) -> str | None:
+    if size <= max_bytes:
+        return None
+    return (f"is {size:,} bytes, over the {max_bytes:,}-byte cap on one file: give a "
+            f"smaller one, or raise {FILE_MAX_BYTES_ENV}")
+
+
+def store_files(session: Session, manifest: Manifest, given: Mapping[str, Any]
+                ) -> dict[str, Any]:
+    """``given`` with each local file's bytes put in the shared store (the file input
+    becomes ``{"$ref", "name", "size"}``); a stored file given must be in the store.
+    InputError naming the input and the file otherwise: the run is not recorded."""
+    from shared import store  # SQLAlchemy: only where a run is recorded
+
+    max_bytes = get_settings().file_max_bytes
+    problems: list[Problem] = []
+
+    def stored(value: Any, field: str) -> Any:
+        if isinstance(value, list):
+            return [stored(v, field) for v in value]
+        if is_local_file(value):
+            data = _read_local(Path(value[LOCAL_KEY]), max_bytes)
+            if isinstance(data, str):
+                problems.append(Problem("inputs", field, data))
+                return value
+            key = store.put_bytes(session, data, store.media_type_for(value["name"]))
+            return file_value(key, value["name"], len(data))
+        if is_file_value(value) and not store.has(session, value["$ref"]):
+            problems.append(Problem("inputs", field, f"no file {value['$ref']} in the store "
+                                    "(`skillq artifact get` lists nothing under that key)"))
+        return value
+
+    out = dict(given)
+    for spec in manifest.inputs:
+        if spec.value_type.base == "file" and given.get(spec.name) is not None:
+            out[spec.name] = stored(given[spec.name], f"{manifest.name}.{spec.name}")
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def _read_local(path: Path, max_bytes: int) -> bytes | str:
+    """The file's bytes, or why not (it may have changed since it was checked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"file {path} cannot be read: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{path} is not a regular file; give a file"
+        if too_big := _file_too_big(st.st_size, max_bytes):
+            return f"file {path} {too_big}"
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while being read
+        return f"file {path} {_file_too_big(len(data), max_bytes)}"
+    return data
 
 
 def _read_inputs_file(path: Path, problems: list[Problem]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import (
     StrictInt,
     field_validator,
 )
+from typing_extensions import TypeAliasType
 
 from shared.screen_spec import BrowserSpec, DesktopSpec
 from shared.valuetypes import ValueType, parse_type
@@ -28,6 +29,13 @@ SKILL_REF = re.compile(r"(?P<name>[^@\s]+)(@(?P<version>[1-9][0-9]*))?\Z")
 # Fields of the Agent Skills specification; everything else is an execution field.
 SPEC_FIELDS = frozenset({"name", "description", "license", "compatibility", "metadata",
                          "allowed-tools"})
+
+
+# The spec maps metadata keys to strings, but the reference validator and the clients read
+# any YAML there (tags as a list, a client's own nested block), so it loads and is written
+# back as it was; scalars stay the text written (SKILL.md's spec fields are read as text).
+MetaValue = TypeAliasType(
+    "MetaValue", "str | tuple[MetaValue, ...] | Mapping[str, MetaValue] | None")
 
 
 class Approach(StrEnum):
@@ -57,6 +65,33 @@ def _text(value: Any) -> Any:
 
 
 Label = Annotated[str, BeforeValidator(_text)]
+
+
+def _tools(value: Any) -> Any:
+    # Checked here so a wrong shape reads as one message, not one per member of the union.
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"must be one line of tool names (allowed-tools: Bash(git:*) Read) or a "
+                     f"YAML list with one '- Tool' line per tool, got {value!r}")
+
+
+def _meta(value: Any, where: str = "metadata") -> Any:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _meta(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _meta(item, f"{where}[{i}]")
+    elif value is not None and not isinstance(value, str):
+        raise ValueError(f"{where} must be text, a list or a mapping, got {value!r}; quote it")
+    return value
+
+
+Tools = Annotated[str | tuple[str, ...] | None, BeforeValidator(_tools)]
+Metadata = Annotated[Mapping[str, MetaValue], BeforeValidator(_meta)]
+
 Ident = Annotated[str, Field(pattern=rf"^{IDENT}$")]
 
 
@@ -150,8 +185,9 @@ class Manifest(Frozen):
     description: str
     license: str | None = None
     compatibility: str | None = None
-    metadata: Mapping[str, str] = Field(default_factory=dict)
-    allowed_tools: str | None = Field(default=None, alias="allowed-tools")
+    metadata: Metadata = Field(default_factory=dict)
+    # One space-separated line in the spec; Claude Code also reads a YAML list of tools.
+    allowed_tools: Tools = Field(default=None, alias="allowed-tools")
     # Execution fields (the bot0 design).
     version: StrictInt = Field(default=1, ge=1)
     label: str | None = None

@@ -2,13 +2,15 @@
 
 Validation never stops at the first problem; it collects every one it finds so a
 user fixes a folder in one pass. Each problem names the file, the field inside it
-(dotted, with list indexes: ``inputs[2].type``) and what to do about it.
+(dotted, with list indexes: ``inputs[2].type``) and what to do about it; for a name
+that is not known, `did_you_mean` offers the one meant, only when the miss is near.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,3 +42,36 @@ def display_path(path: Path) -> str:
 def _cwd(cwd: str) -> Path:
     # Resolving the working directory on every call was a fifth of a vault scan.
     return Path(cwd).resolve()
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+    two neighbours (the commonest typo, 'inptus') each count one."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str | None:
+    """The known name ``word`` is a plausible typo of, or None.
+
+    Plausible means fewer than one edit per three letters: 'timout', 'lable' and 'inptus'
+    are near misses, while 'author' is two edits from 'auth' in six letters, a different
+    word that merely shares a prefix (difflib's ratio calls it 0.8, a match).
+    """
+    best: tuple[int, str] | None = None
+    for name in sorted(set(known)):
+        if name == word:
+            continue
+        distance = edit_distance(word.lower(), name.lower())
+        if distance * 3 < max(len(word), len(name)) and (best is None or distance < best[0]):
+            best = (distance, name)
+    return best[1] if best else None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from shared.problems import did_you_mean
 from shared.yamlload import Loc
 
 
@@ -49,9 +49,9 @@ def _message(err: ErrorDetails, model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         owner = _model_at(model, loc)
         names = allowed_fields(owner) if owner else []
-        close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+        close = did_you_mean(str(loc[-1]), names)
         if close:
-            return f"unknown field; did you mean '{close[0]}'?"
+            return f"unknown field; did you mean '{close}'?"
         return "unknown field; remove it" + (f" (allowed: {', '.join(names)})" if names else "")
     if kind == "missing":
         return "required field is missing; add it"
@@ -66,6 +66,12 @@ def _message(err: ErrorDetails, model: type[BaseModel]) -> str:
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number, got {got!r}"
     if kind in ("string_type",):
+        # Quoting fixes a number or a date read as one, not a list or a mapping.
+        if isinstance(got, list | tuple):
+            return f"must be one text value, not a list, got {got!r}; write it on one line"
+        if isinstance(got, dict):
+            return (f"must be one text value, not a mapping, got {got!r}; write it on one "
+                    "line, quoted if it holds ': '")
         return f"must be text, got {got!r}; quote it"
     if kind in ("tuple_type", "list_type"):
         return f"must be a list, got {got!r}; write one '- item' per line"

@@ -134,9 +134,8 @@ def store(path: Path, name: str, value: str) -> None:
     current[name] = value
     text = "".join(f"{k} = {_toml_string(v)}\n" for k, v in sorted(current.items()))
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # usually SKILLQ_HOME: private
-    # write_text's temporary file comes from mkstemp: mode 0600 from its first byte, and
-    # the rename keeps it.
-    write_text(path, "# skillq secrets: keep this file mode 0600\n" + text)
+    # private: mode 0600 from the temporary file's first byte, kept by the rename
+    write_text(path, "# skillq secrets: keep this file mode 0600\n" + text, private=True)
     check_private(path)
 
 

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
                                  "objects), from `skillq run`/`skillq schedule add` and the "
                                  "dashboard's run form; the dashboard also refuses request "
                                  "bodies past 8 times this plus 64 KiB")
+    file_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0, description="the largest "
+                                "file one input or output of type file may be (its bytes "
+                                "travel through the shared store, in PostgreSQL)")
     heartbeat_s: float = Field(default=5.0, gt=0, description="how often a running step "
                                "proves its worker alive")
     dead_after_s: float = Field(default=30.0, gt=0, description="a running step whose "

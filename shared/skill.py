@@ -9,7 +9,6 @@ A folder loads in one of three forms:
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from dataclasses import dataclass
 from enum import StrEnum
@@ -117,9 +116,7 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
         data.update({k: v for k, v in side.data.items() if k not in SPEC_FIELDS})
 
     for key in [k for k in data if k not in _ALL_FIELDS]:
-        close = difflib.get_close_matches(key, _ALL_FIELDS, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else \
-            f"remove it (known fields: {', '.join(_ALL_FIELDS)})"
+        hint = agentskills.unknown_field_hint(key, _ALL_FIELDS)
         problems.append(locator.problem((key,), f"unknown field; {hint}"))
         del data[key]
 

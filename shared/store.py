@@ -3,14 +3,19 @@
 Content-addressed blobs in PostgreSQL, which every daemon reaches (daemons share no
 filesystem). A value bigger than the inline limit is replaced by ``{"$ref": "sha256:..."}``
 wherever it would be recorded or sent; small values stay inline.
+
+Files travel the same way: a value of type ``file`` is ``{"$ref": KEY, "name", "size"}``
+(shared/valuetypes.py), its bytes stored here under their media type.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mimetypes
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -18,6 +23,8 @@ from shared.db.models import Artifact
 
 REF_KEY = "$ref"
 JSON_MEDIA = "application/json"
+FILE_MEDIA = "application/octet-stream"  # a file whose name says nothing of its kind
+MEDIA_MAX = 100  # the media_type column's width
 
 
 def canonical_json(value: Any) -> bytes:
@@ -32,6 +39,15 @@ def put_bytes(session: Session, data: bytes, media_type: str) -> str:
     return key
 
 
+def media_type_for(name: str) -> str:
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    return (guessed or FILE_MEDIA)[:MEDIA_MAX]
+
+
+def has(session: Session, key: str) -> bool:
+    return session.scalar(select(Artifact.key).where(Artifact.key == key)) is not None
+
+
 def get_bytes(session: Session, key: str) -> bytes:
     artifact = session.get(Artifact, key)
     if artifact is None:
@@ -40,6 +56,15 @@ def get_bytes(session: Session, key: str) -> bytes:
 
 
 def is_ref(value: Any) -> bool:
+    """Whether ``value`` points into the store: a packed value, a screenshot, a file."""
+    return isinstance(value, dict) and REF_KEY in value and isinstance(value[REF_KEY], str) \
+        and set(value) <= _REF_KEYS
+
+
+_REF_KEYS = frozenset({REF_KEY, "name", "size"})
+
+
+def _is_packed(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {REF_KEY}
 
 
@@ -52,6 +77,7 @@ def pack(session: Session, value: Any, inline_limit: int) -> Any:
 
 
 def unpack(session: Session, value: Any) -> Any:
-    if is_ref(value):
+    """What ``pack`` was given (a record's outputs or inputs as a whole, never one file)."""
+    if _is_packed(value):
         return json.loads(get_bytes(session, value[REF_KEY]))
     return value

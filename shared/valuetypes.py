@@ -1,16 +1,28 @@
 """The value types a skill's inputs and outputs declare: string, number, integer,
-boolean, object, and arrays of any of them written ``T[]``."""
+boolean, object, file, and arrays of any of them written ``T[]``.
+
+A ``file`` value is a reference to bytes in the shared store (shared/store.py):
+``{"$ref": "sha256:<hex>", "name": "data.csv", "size": 123}``. The command line turns a
+path into one (shared/inputs.py); a script step sees a local path instead
+(workers/file_inputs.py)."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-BASE_TYPES = ("string", "number", "integer", "boolean", "object")
-TYPE_HELP = "use string, number, integer, boolean, object, or an array such as string[]"
+BASE_TYPES = ("string", "number", "integer", "boolean", "object", "file")
+TYPE_HELP = ("use string, number, integer, boolean, object, or an array such as string[]; "
+             "or file (given by its path, sent to the step through the shared store)")
+FILE_REF_KEY = "$ref"  # shared/store.py's REF_KEY (this module stays free of the database)
+_FILE_KEYS = frozenset({FILE_REF_KEY, "name", "size"})
+LOCAL_KEY = "$local"  # an absolute path on the machine that starts the run
+_LOCAL_KEYS = frozenset({LOCAL_KEY, "name", "size"})
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +61,16 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def type_error(value: Any, vtype: ValueType) -> str | None:
-    """Why ``value`` is not a ``vtype``, or None when it is."""
+def type_error(value: Any, vtype: ValueType, *, local_files: bool = False) -> str | None:
+    """Why ``value`` is not a ``vtype``, or None when it is. ``local_files``: a file may
+    also be one on this machine not stored yet (shared/inputs.py's, before the run is
+    recorded)."""
     if vtype.is_array:
         if not isinstance(value, list):
             return f"expected {vtype} (a JSON list), got {_describe(value)}"
         inner = vtype.element()
         for i, item in enumerate(value):
-            err = type_error(item, inner)
+            err = type_error(item, inner, local_files=local_files)
             if err:
                 return f"item {i}: {err}"
         return None
@@ -67,8 +81,40 @@ def type_error(value: Any, vtype: ValueType) -> str | None:
         and math.isfinite(value),
         "boolean": isinstance(value, bool),
         "object": isinstance(value, dict),
+        "file": is_file_value(value) or (local_files and is_local_file(value)),
     }[vtype.base]
-    return None if ok else f"expected {vtype}, got {_describe(value)}"
+    if ok:
+        return None
+    if vtype.base == "file":
+        return (f"expected a file (give its path on the command line, or a stored file "
+                f'{{"$ref": "sha256:..."}}), got {_describe(value)}')
+    return f"expected {vtype}, got {_describe(value)}"
+
+
+def is_file_value(value: Any) -> bool:
+    """Whether ``value`` is a stored file: its store key, and optionally its name and size
+    (a bare ``{"$ref": KEY}``, as a screen step's screenshot is, names no file)."""
+    if not (isinstance(value, dict) and FILE_REF_KEY in value and set(value) <= _FILE_KEYS):
+        return False
+    key, name, size = value[FILE_REF_KEY], value.get("name", ""), value.get("size", 0)
+    return isinstance(key, str) and bool(_SHA256.fullmatch(key)) and isinstance(name, str) \
+        and isinstance(size, int) and not isinstance(size, bool) and size >= 0
+
+
+def file_value(key: str, name: str, size: int) -> dict[str, Any]:
+    return {FILE_REF_KEY: key, "name": name, "size": size}
+
+
+def is_local_file(value: Any) -> bool:
+    """A file on the machine that starts a run, until shared/inputs.py stores it."""
+    return isinstance(value, dict) and set(value) == _LOCAL_KEYS \
+        and all(isinstance(value[k], str) for k in (LOCAL_KEY, "name")) \
+        and isinstance(value["size"], int)
+
+
+def path_type(vtype: ValueType) -> ValueType:
+    """What the command line gives for a file type: a path, or a list of them."""
+    return ValueType("string", vtype.depth)
 
 
 _TRUE = {"true", "yes", "1", "on"}
@@ -96,6 +142,8 @@ def from_text(text: str, vtype: ValueType) -> Any:
         raise ValueError(f"expected a JSON object such as '{{\"key\": \"value\"}}', got {text!r}")
     if vtype.base == "string":
         return text
+    if vtype.base == "file":  # a path: read by shared/inputs.py, relative to its caller
+        raise ValueError("a file input is given by its path (shared/inputs.py reads it)")
     if vtype.base == "boolean":
         low = text.strip().lower()
         if low in _TRUE or low in _FALSE:

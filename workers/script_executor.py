@@ -1,10 +1,12 @@
 """The script executor: runs a leaf skill's ``run.command`` per the script protocol, in a
 scratch copy of the skill folder, its own session and a scrubbed environment; outputs
-are validated against the manifest; stdout/stderr are kept as bounded tails."""
+are validated against the manifest; stdout/stderr are kept as bounded tails. File inputs
+and outputs go through workers/file_inputs.py. docs/script-protocol.md is the contract."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
@@ -22,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.manifest import Manifest
-from shared.valuetypes import type_error
+from shared.valuetypes import path_type, type_error
+from workers.file_inputs import FileProblem, FileStore, materialize, store_outputs, uses_files
 from workers.sandbox import Sandbox
 from workers.sandbox.limits import Breaches, StepLimits, limit_reached
 from workers.sandbox.runner import Started
@@ -82,16 +85,22 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                workdir: Path | None = None,
                extra_env: Mapping[str, str] | None = None,
                scratch: Path | None = None,
-               sandbox: Sandbox | None = None) -> ScriptResult:
+               sandbox: Sandbox | None = None,
+               files: FileStore | None = None) -> ScriptResult:
     """Run ``manifest.run.command`` in a scratch copy of ``folder``; classify the outcome.
     Only secrets declared in ``auth`` are passed (as NAME upper-cased). ValueError on
     caller errors (no ``run``, an env name clash, inputs not JSON); the rest is a result.
     ``scratch``: the folder to work in (created, then removed), named by the caller so
     that whoever ends the attempt can find it (workers/attempt_end.py); else a new one.
     ``sandbox``: where the command runs (workers/sandbox/), under the manifest's limits;
-    None: as this process's user, with its rights (SKILLQ_SANDBOX=off, and unit tests)."""
+    None: as this process's user, with its rights (SKILLQ_SANDBOX=off, and unit tests).
+    ``files``: where the bytes of ``file`` inputs and outputs live (the shared store);
+    required when the manifest declares any."""
     if manifest.run is None:
         raise ValueError(f"skill '{manifest.name}' has no run command")
+    with_files = uses_files(manifest)
+    if with_files and files is None:
+        raise ValueError(f"skill '{manifest.name}' has file inputs or outputs: pass files=")
     payload = json.dumps(inputs, ensure_ascii=False, allow_nan=False).encode()
     if scratch is None:
         scratch = Path(tempfile.mkdtemp(prefix=f"skillq-{manifest.name}-",
@@ -108,21 +117,40 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
         # Symlinks are copied as their targets: nothing in the copy leads back to the vault.
         shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NO_BYTECODE)
         _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
+        if with_files:
+            assert files is not None
+            try:  # the script reads local paths; the record keeps the stored files
+                payload = json.dumps(materialize(manifest, inputs, scratch, files),
+                                     ensure_ascii=False, allow_nan=False).encode()
+            except FileProblem as exc:
+                return ScriptResult(ScriptStatus.FAILED, None, None, str(exc), "", "", 0, 0)
         in_path.write_bytes(payload)
         if sandbox is None:
-            return _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
-        sandbox.prepare(scratch)
-        where = _Where(sandbox, StepLimits.resolve(manifest.limits, sandbox.settings),
-                       protocol.get("SKILLQ_WORKDIR"), str(folder.absolute().parent))
-        with sandbox.lock:
-            try:
-                return _execute(manifest, cwd, env, payload, out_path, timeout_s,
-                                max_output_bytes, where)
-            finally:
-                sandbox.end_attempt()
+            done = _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
+        else:
+            sandbox.prepare(scratch)
+            where = _Where(sandbox, StepLimits.resolve(manifest.limits, sandbox.settings),
+                           protocol.get("SKILLQ_WORKDIR"), str(folder.absolute().parent))
+            with sandbox.lock:
+                try:
+                    done = _execute(manifest, cwd, env, payload, out_path, timeout_s,
+                                    max_output_bytes, where)
+                finally:
+                    sandbox.end_attempt()
+        if with_files and done.status == ScriptStatus.SUCCESS and done.outputs:
+            assert files is not None
+            try:  # after the attempt ended: nothing of the step's can change them now
+                stored = store_outputs(manifest, done.outputs, cwd, scratch, files)
+            except FileProblem as exc:
+                return dataclasses.replace(done, status=ScriptStatus.BAD_OUTPUT, outputs=None,
+                                           error=str(exc))
+            return dataclasses.replace(done, outputs=stored)
+        return done
     finally:
-        _make_writable(scratch)
         shutil.rmtree(scratch, ignore_errors=True)
+        if scratch.exists():  # a step took its own folders' write bit: give it back, again
+            _make_writable(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _environment(manifest: Manifest, secrets: Mapping[str, str],
@@ -155,11 +183,13 @@ class _Where:
 
 
 def _make_writable(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        with contextlib.suppress(OSError):
-            mode = path.lstat().st_mode
-            if not stat.S_ISLNK(mode):
-                path.chmod(mode | (0o700 if stat.S_ISDIR(mode) else 0o600))
+    for top, dirs, files in os.walk(root):  # os.walk and os.chmod: a third of pathlib's time
+        for path in (top, *(os.path.join(top, name) for name in (*dirs, *files))):  # noqa: PTH118
+            with contextlib.suppress(OSError):
+                mode = os.lstat(path).st_mode
+                want = mode | (0o700 if stat.S_ISDIR(mode) else 0o600)
+                if not stat.S_ISLNK(mode) and want != mode:
+                    os.chmod(path, want)  # noqa: PTH101 - a str from os.walk
 
 
 def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
@@ -186,7 +216,10 @@ def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
     except (OSError, ValueError) as exc:
         return result(ScriptStatus.FAILED, None, f"cannot start {manifest.run.command!r}: {exc}")
     timed_out = _pump(proc, payload, timeout_s, out, err)
-    code = proc.wait()
+    try:
+        code = proc.wait()
+    except OSError as exc:  # the sandbox's launcher could not start it
+        return result(ScriptStatus.FAILED, None, f"cannot start {manifest.run.command!r}: {exc}")
     breaches = where.sandbox.breaches(proc) if where else Breaches()
     if timed_out:
         return result(ScriptStatus.TIMEOUT, code,
@@ -223,6 +256,12 @@ def _pump(proc: subprocess.Popen[bytes] | Started, payload: bytes, timeout_s: fl
             return _exited(pid)
         def signal_group(sig: signal.Signals) -> None:
             _signal_group(pid, sig)
+    # The pipes close a moment before the exit can be seen (the launcher's report comes
+    # after it has ended the step's processes): waiting on the exit itself, rather than
+    # sleeping and checking again, is what keeps a short step short.
+    exit_fd = _exit_fd(proc)
+    if exit_fd is not None:
+        sel.register(exit_fd, selectors.EVENT_READ, _EXIT)
     deadline = time.monotonic() + timeout_s
     kill_at: float | None = None  # set when SIGTERM went out on timeout
     stop_at: float | None = None  # set when the direct child has exited: drain until then
@@ -234,6 +273,8 @@ def _pump(proc: subprocess.Popen[bytes] | Started, payload: bytes, timeout_s: fl
                 if exited():
                     signal_group(signal.SIGKILL)
                     stop_at = now + DRAIN_S
+                    if exit_fd is not None:
+                        sel.unregister(exit_fd)
                 elif kill_at is None and now >= deadline:
                     signal_group(signal.SIGTERM)
                     kill_at = now + TERM_GRACE_S
@@ -244,6 +285,8 @@ def _pump(proc: subprocess.Popen[bytes] | Started, payload: bytes, timeout_s: fl
             # With the pipes closed the child is exiting: poll fast, then back off.
             wait, idle = (POLL_S, idle) if sel.get_map() else (idle, min(idle * 2, POLL_S))
             for key, _ in sel.select(wait):
+                if key.data is _EXIT:
+                    continue  # seen at the top of the loop
                 if key.data is None:  # stdin
                     try:
                         sent += os.write(key.fd, payload[sent:sent + 65536])
@@ -261,10 +304,26 @@ def _pump(proc: subprocess.Popen[bytes] | Started, payload: bytes, timeout_s: fl
                     sel.unregister(key.fileobj)
     finally:
         sel.close()
+        if exit_fd is not None and not isinstance(proc, Started):
+            os.close(exit_fd)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
     return kill_at is not None
+
+
+_EXIT = _Tail(0)  # the selector's mark for the exit fd
+
+
+def _exit_fd(proc: subprocess.Popen[bytes] | Started) -> int | None:
+    """An fd that turns readable when the command exits: the launcher's socket in the
+    sandbox, else a pidfd (None where the kernel has none: the pump polls instead)."""
+    if isinstance(proc, Started):
+        return proc.launcher.sock.fileno()
+    try:
+        return os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):
+        return None
 
 
 def _exited(pid: int) -> bool:
@@ -350,6 +409,10 @@ def _check_outputs(manifest: Manifest, value: dict[str, Any]) -> list[str]:
     for spec in manifest.outputs:
         if spec.name not in value:
             problems.append(f"missing declared output '{spec.name}' ({spec.type})")
+        elif spec.value_type.base == "file":  # a path here; stored once the step is over
+            if problem := type_error(value[spec.name], path_type(spec.value_type)):
+                problems.append(f"output '{spec.name}' names the file(s) the step wrote, as "
+                                f"a path: {problem}")
         elif problem := type_error(value[spec.name], spec.value_type):
             problems.append(f"output '{spec.name}': {problem}")
     return problems

@@ -35,7 +35,9 @@ from shared.vault import open_skill, open_vault
 from workers import attempt_end, published
 from workers import sandbox as sandboxes
 from workers.attempt_end import STEP_MARKER, scratch_for
+from workers.attempt_end_watch import watch_cancelled
 from workers.failure_notes import note_failures
+from workers.file_inputs import DatabaseFiles
 from workers.heartbeat import heartbeat
 from workers.proc_tags import kill_tagged
 from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, screen_columns
@@ -234,7 +236,9 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
                               max_output_bytes=ctx.settings.max_output_bytes, workdir=workdir,
                               extra_env={STEP_MARKER: job.row_id},
                               scratch=scratch_for(job.row_id),
-                              sandbox=sandboxes.current(ctx.settings))
+                              sandbox=sandboxes.current(ctx.settings),
+                              files=DatabaseFiles(ctx.database_url,
+                                                  ctx.settings.file_max_bytes))
     finally:
         attempt_end.end(job.row_id)  # nothing the attempt started outlives it
     result = Result(StepState.SUCCEEDED, exit_code=done.exit_code,
@@ -414,15 +418,22 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
         pending.clear()
 
     cached = _batch_cache(ctx, jobs) if len(jobs) > 1 else None
-    with heartbeat(ctx.database_url, open_ids, ctx.settings.heartbeat_s):
+    with heartbeat(ctx.database_url, open_ids, ctx.settings.heartbeat_s), \
+            watch_cancelled(ctx.database_url, open_ids) as cancelled:
         flushed = time.monotonic()
         for job in jobs:
+            if job.row_id in cancelled:  # its run was cancelled before it started
+                open_ids.discard(job.row_id)
+                continue
             try:
                 result = execute(ctx, job, cached)
             except Exception as exc:  # an executor bug still settles the step, with why
                 result = Result(StepState.FAILED,
                                 error=f"internal error: {type(exc).__name__}: {exc}",
                                 error_kind="internal")
+            if job.row_id in cancelled:  # stopped: the cancellation is its record
+                open_ids.discard(job.row_id)
+                continue
             pending.append((job, result))
             states.append(result)
             if time.monotonic() - flushed >= FLUSH_S:

@@ -1,47 +1,215 @@
-"""The `skillq` command line: one Typer app, commands registered from small modules."""
+"""The `skillq` command line: a lazy command group over small command modules.
+
+`skillq --help`, `validate`, `list`, `show` and `catalog` must start fast, and most command
+modules pull in SQLAlchemy, Celery, Alembic or the archive code. So the group knows every
+command's name, module and one-line help from `COMMANDS` below and imports a command's
+module only when that command runs (or its own help or completion is asked for).
+tests/unit/test_cli_app.py keeps the table true to what the modules register.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from orchestrator.cli import (
-    archive_cmds,
-    daemon_cmds,
-    dashboard_cmds,
-    export_cmds,
-    flower_cmd,
-    graph_cmd,
-    history_cmds,
-    library_cmds,
-    new_cmd,
-    notes_cmds,
-    publish_cmds,
-    run_cmds,
-    schedule_cmds,
-    secrets_cmds,
-    stack_cmds,
-    test_cmds,
-    vault_cmds,
-)
-from orchestrator.cli.common import err
+try:  # typer >= 0.2x vendors its own click; older ones use click itself
+    from typer import _click as click
+except ImportError:  # pragma: no cover - depends on the installed typer
+    import click  # type: ignore[no-redef]
+
 from shared.errors import SkillqError
+
+# (command, module under orchestrator/cli/, the first sentence of its help), in the order
+# `skillq --help` lists them: the vault, running, the library, lifecycle, machines and
+# operations. A module's `register(app)` adds its commands; sub-apps (`daemons`,
+# `schedule`, `secrets`, `artifact`) are one entry each.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("validate", "vault_cmds",
+     "Check skills and report every problem as `<file>: <field>: <what to fix>`."),
+    ("list", "vault_cmds",
+     "One row per skill, pinned ones first: name, label, kind, approach, version, pin, "
+     "state (enabled or disabled) and description."),
+    ("show", "vault_cmds",
+     "A skill's manifest, inputs, outputs, steps, sub-skills, test cases and aggregates."),
+    ("catalog", "vault_cmds",
+     "The progressive-disclosure listing: what a model sees before loading a skill."),
+    ("graph", "graph_cmd", "Draw what a skill is made of."),
+    ("new", "new_cmd",
+     "Create NAME with SKILL.md, plan.md, benchmarks.json, sub-skills.json and a script."),
+    ("export", "export_cmds",
+     "Write skills into OUT in another on-disk form, or the vault and its history into an "
+     "archive; the vault itself is left as it is."),
+    ("sync", "export_cmds",
+     "Regenerate an orchestrator's sub-skills.json from its steps (roles are kept)."),
+    ("run", "run_cmds",
+     "Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input."),
+    ("cancel", "run_ops_cmds", "Cancel a run."),
+    ("wait", "run_ops_cmds", "Follow a run until it ends."),
+    ("retry", "run_ops_cmds", "Retry a run from its failed steps."),
+    ("worker", "run_cmds",
+     "Serve queues in the foreground with the configured broker and database."),
+    ("runs", "history_cmds",
+     "Pipeline run history, newest first: state, source, what triggered each run, when, "
+     "how long, and why it failed."),
+    ("run-show", "history_cmds",
+     "One run as a tree of steps: status, outputs, worker, attempts, duration, error, and "
+     "an agent step's tokens, cost and model turns."),
+    ("artifact", "artifact_cmds",
+     "Files and large values in the shared store: `skillq artifact get REF [-o PATH]`."),
+    ("up", "stack_cmds",
+     "Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are "
+     "set) and one worker per queue class."),
+    ("down", "stack_cmds",
+     "Stop the local workers, then the embedded servers (graceful, then killed)."),
+    ("status", "stack_cmds",
+     "What runs under SKILLQ_HOME: embedded servers and workers, with pids and ports."),
+    ("enable", "library_cmds", "Let a disabled skill run again."),
+    ("disable", "library_cmds",
+     "Stop a skill from running (`skillq run`, and any orchestrator that calls it, are "
+     "refused before anything is recorded)."),
+    ("delete", "library_cmds",
+     "Soft-delete a skill: its folder moves to <vault>/.deleted/, its run history stays, "
+     "and its name is free for a new skill."),
+    ("label", "library_cmds",
+     "Set the name people see for a skill (SKILL.md is not changed)."),
+    ("pin", "library_cmds",
+     "Pin a skill: pinned skills come first in `skillq list` and `catalog` (at most 10)."),
+    ("unpin", "library_cmds", "Unpin a skill (the other pins close up)."),
+    ("defaults", "library_cmds",
+     "Install or update skillq's built-in skills in the vault; skills you edited or "
+     "deleted are left alone."),
+    ("import", "archive_cmds",
+     "Restore a vault archive: its skill folders into the vault and its history into the "
+     "database."),
+    ("test", "test_cmds",
+     "Run a skill's test cases (benchmarks.json) through the queues, all at once."),
+    ("notes", "notes_cmds",
+     "Improvement notes left by production failures: step, error, inputs (secrets "
+     "hidden), diagnosis and suggested fix."),
+    ("publish", "publish_cmds",
+     "Validate a skill, run its test cases, give it the next version, store that version "
+     "(files, hashes, who/where/when) and make its folder read-only."),
+    ("versions", "publish_cmds",
+     "Published versions of a skill with their provenance and how each has run."),
+    ("rollback", "publish_cmds",
+     "Make version N's files the newest version again (published as a new number with "
+     "N's files: version numbers are never reused)."),
+    ("bench", "publish_cmds",
+     "Duration (median, p90), cost and success rate of each version, from the run "
+     "records; with --compare, two versions and the change between them."),
+    ("beat", "schedule_cmds",
+     "Fire schedules; only one beat is active at a time (others wait for the lock)."),
+    ("flower", "flower_cmd",
+     "Flower: workers, queues and tasks, with basic auth from SKILLQ_FLOWER_AUTH."),
+    ("dashboard", "dashboard_cmds", "Serve the dashboard until interrupted (Ctrl-C)."),
+    ("daemons", "daemon_cmds",
+     "Daemons: online or offline, role, capabilities, software, queues, model providers, "
+     "key, last heartbeat; and their keys."),
+    ("schedule", "schedule_cmds", "Run skills on cron lines (fired by `skillq beat`)."),
+    ("secrets", "secrets_cmds",
+     "The secrets skills declare in `auth` (values never shown)."),
+)
+MODULE_OF = {name: module for name, module, _ in COMMANDS}
+HELP_OF = {name: text for name, _, text in COMMANDS}
+
+
+def commands_of(module_name: str) -> dict[str, click.Command]:
+    """Import one command module and the click commands its `register` adds, by name."""
+    module = importlib.import_module(f"orchestrator.cli.{module_name}")
+    holder = typer.Typer(rich_markup_mode=None)
+    module.register(holder)
+    return dict(typer.main.get_group(holder).commands)
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """TyperGroup's `commands` mapping: names from the table, modules imported on use."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+        self._modules: set[str] = set()
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            module = MODULE_OF[name]  # KeyError: click's "No such command"
+            if module not in self._modules:
+                self._modules.add(module)
+                self._loaded.update(commands_of(module))
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from MODULE_OF
+        yield from (name for name in self._loaded if name not in MODULE_OF)
+
+    def __len__(self) -> int:
+        return len(MODULE_OF) + sum(1 for name in self._loaded if name not in MODULE_OF)
+
+
+class LazyGroup(TyperGroup):
+    """Lists and completes commands from the table; resolving one imports its module."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands()
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # What TyperGroup.format_commands prints, without getting (importing) each command.
+        limit = formatter.width - 6 - max(len(name) for name in HELP_OF)
+        rows = [(name, click.utils.make_default_short_help(text, limit))
+                for name, text in HELP_OF.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str
+                       ) -> list[click.shell_completion.CompletionItem]:
+        # TyperGroup's would get every command to read its help: all modules imported.
+        items = [click.shell_completion.CompletionItem(
+                     name, help=click.utils.make_default_short_help(text))
+                 for name, text in HELP_OF.items() if name.startswith(incomplete)]
+        items.extend(click.Command.shell_complete(self, ctx, incomplete))
+        return items
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"skillq {version('skillq')}")
+        raise typer.Exit()
+
 
 app = typer.Typer(
     name="skillq",
+    cls=LazyGroup,
     help="Modular, tested, distributed skills.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-# In the order `skillq --help` lists them: the vault, running, the library, lifecycle,
-# machines and operations.
-for module in (vault_cmds, graph_cmd, new_cmd, export_cmds, run_cmds, history_cmds, stack_cmds,
-               library_cmds, archive_cmds, test_cmds, notes_cmds, publish_cmds,
-               daemon_cmds, schedule_cmds, flower_cmd, dashboard_cmds, secrets_cmds):
-    module.register(app)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print skillq's version and exit.")] = False,
+) -> None:
+    """`skillq`'s own options; typer needs a callback to make the app a group."""
 
 
 def main() -> None:
@@ -52,9 +220,12 @@ def main() -> None:
     try:
         app()
     except SkillqError as exc:
+        from orchestrator.cli.common import err
+
         err.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)
     except Exception as exc:
+        from orchestrator.cli.common import err
         from shared.db.outage import first_line, is_outage
         from shared.errors import DatabaseUnreachable
 

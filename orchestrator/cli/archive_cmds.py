@@ -18,11 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from orchestrator.archive.restore import import_archive
-from orchestrator.archive.writer import export_archive
 from orchestrator.cli.common import VaultOption, err, out, vault_path
-from orchestrator.connect import connect
-from shared.db.session import transaction
 from shared.problems import display_path
 
 
@@ -55,6 +51,10 @@ def _progress() -> Progress:
 
 def export_to_archive(dest: Path, vault_opt: Path | None) -> None:
     """`skillq export --archive FILE`: the vault's folders and records in one .tar.gz."""
+    from orchestrator.archive.writer import export_archive
+    from orchestrator.connect import connect
+    from shared.db.session import transaction
+
     root = vault_path(vault_opt)
     url = connect(workers=False).endpoints.database_url
     with _progress() as progress, transaction(url) as session:
@@ -74,6 +74,9 @@ def import_(
 ) -> None:
     """Restore a vault archive: its skill folders into the vault and its history into the
     database. Importing the same archive again adds nothing (ids are kept)."""
+    from orchestrator.archive.restore import import_archive
+    from orchestrator.connect import connect
+
     root = vault_path(vault_opt)
     url = connect(workers=False).endpoints.database_url
     with _progress() as progress:

@@ -1,15 +1,19 @@
-"""What every command shares: the vault option, consoles, and turning errors into exits."""
+"""What every command shares: the vault option, consoles, and turning errors into exits.
+
+Every command module imports this one, so it stays light: the vault code and the
+settings are imported when a command first asks for a vault.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from shared.settings import get_settings
-from shared.vault import Vault, open_vault
+if TYPE_CHECKING:
+    from shared.vault import Vault
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -22,10 +26,15 @@ VaultOption = Annotated[
 
 
 def vault_path(option: Path | None) -> Path:
+    from shared.settings import get_settings
+
     return option if option is not None else get_settings().vault
 
 
 def vault(option: Path | None) -> Vault:
+    from shared.settings import get_settings
+    from shared.vault import open_vault
+
     return open_vault(vault_path(option), ttl_s=get_settings().discovery_ttl_s)
 
 

@@ -9,27 +9,25 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from sqlalchemy import select
 
 from orchestrator.cli.common import out
-from orchestrator.connect import connect
-from shared import daemon_key
-from shared.db import daemon_keys
-from shared.db.daemon_models import Daemon, DaemonWorker
-from shared.db.key_models import EnrolledKey
-from shared.db.session import transaction
+from orchestrator.cli.tables import Column, Row, emit, jsonable, print_json, text
 from shared.errors import KeyRegistryError
 from shared.settings import get_settings
+
+if TYPE_CHECKING:
+    from shared.db.key_models import EnrolledKey
 
 daemons_app = typer.Typer(help="Daemons: online or offline, role, capabilities, software, "
                           "queues, model providers, key, last heartbeat; and their keys.",
                           invoke_without_command=True)
 DAEMON_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON, for scripts.")]
+ListJsonOption = Annotated[bool, typer.Option("--json", help="A JSON array, one object "
+                                              "per key, for scripts.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -38,12 +36,20 @@ def register(app: typer.Typer) -> None:
 
 @daemons_app.callback()
 def daemons(ctx: typer.Context,
-            as_json: Annotated[bool, typer.Option("--json", help="One JSON object per "
-                                                  "daemon, for scripts.")] = False) -> None:
+            as_json: Annotated[bool, typer.Option("--json", help="A JSON array, one object "
+                                                  "per daemon, for scripts.")] = False
+            ) -> None:
     """Daemons: online or offline, role, capabilities, software, queues, model providers,
     key fingerprint, last heartbeat."""
     if ctx.invoked_subcommand is not None:
         return
+    from sqlalchemy import select
+
+    from orchestrator.connect import connect
+    from shared.db import daemon_keys
+    from shared.db.daemon_models import Daemon, DaemonWorker
+    from shared.db.session import transaction
+
     conn = connect(workers=False, refuse_revoked_key=False)
     cutoff = datetime.now(UTC) - timedelta(seconds=conn.settings.daemon_offline_after_s)
     with transaction(conn.endpoints.database_url) as session:
@@ -64,7 +70,7 @@ def daemons(ctx: typer.Context,
             keys = sorted({w.key_fingerprint for w in (live or own) if w.key_fingerprint})
             sandbox = sorted({w.sandbox for w in (live or own) if w.sandbox})
             listed.append({"daemon": d.name, "online": bool(live), "role": d.role,
-                           "heartbeat_at": d.heartbeat_at.isoformat(), "platform": d.platform,
+                           "heartbeat_at": d.heartbeat_at, "platform": d.platform,
                            "capabilities": d.capabilities,
                            "software": sorted(k for k, v in d.software.items() if v),
                            "queues": queues, "model_providers": providers,
@@ -73,34 +79,33 @@ def daemons(ctx: typer.Context,
                            "key_fingerprints": keys,
                            "revoked_keys": [k for k in keys if k in revoked],
                            "sandbox": sandbox})
-    if as_json:
-        for item in listed:
-            print(json.dumps(item))
-        return
-    if not rows:
-        out.print("no daemon has announced itself yet; start one with `skillq worker`")
-        return
-    out.print(_table(listed))
-
-
-def _table(listed: list[dict[str, Any]]) -> Table:
-    table = Table(title="daemons")
     sandboxed = any(item["sandbox"] for item in listed)
-    columns = ["daemon", "state", "role", "last heartbeat", "platform", "capabilities",
-               "software", "queues", "models", "skills", "key"]
-    for column in [*columns, *(["sandbox"] if sandboxed else [])]:
-        table.add_column(column, overflow="fold")
-    for item in listed:
-        keys = ", ".join(k + (" (revoked)" if k in item["revoked_keys"] else "")
-                         for k in item["key_fingerprints"]) or "-"
-        row = [item["daemon"], "[green]online[/]" if item["online"] else "[red]offline[/]",
-               item["role"], f"{datetime.fromisoformat(item['heartbeat_at']):%Y-%m-%d %H:%M:%S}",
-               item["platform"], ", ".join(item["capabilities"]),
-               ", ".join(item["software"]), ", ".join(item["queues"]) or "-",
-               _models(item["model_providers"], item["agent_models"]),
-               str(len(item["skills"])), keys]
-        table.add_row(*row, *([", ".join(item["sandbox"]) or "-"] if sandboxed else []))
-    return table
+    emit(listed, [*DAEMON_COLUMNS, *([SANDBOX] if sandboxed else [])], as_json=as_json,
+         title="daemons", empty="no daemon has announced itself yet; start one with "
+         "`skillq worker`")
+
+
+def _keys_cell(item: Row) -> str:
+    return ", ".join(k + (" (revoked)" if k in item["revoked_keys"] else "")
+                     for k in item["key_fingerprints"]) or "-"
+
+
+DAEMON_COLUMNS = (
+    Column("daemon", wrap=False),
+    Column("online", "state", show=lambda r: "online" if r["online"] else "offline",
+           style=lambda r: "green" if r["online"] else "red"),
+    Column("role"),
+    Column("heartbeat_at", "last heartbeat"),
+    Column("platform", spare=2),
+    Column("capabilities"),
+    Column("software", spare=4),
+    Column("queues"),
+    Column("model_providers", "models",
+           show=lambda r: _models(r["model_providers"], r["agent_models"]), spare=1),
+    Column("skills", show=lambda r: str(len(r["skills"])), justify="right", spare=3),
+    Column("key_fingerprints", "key", show=_keys_cell, spare=6),
+)
+SANDBOX = Column("sandbox", spare=5)
 
 
 def _models(providers: list[str], defaults: list[str]) -> str:
@@ -112,6 +117,8 @@ def _models(providers: list[str], defaults: list[str]) -> str:
 def key(as_json: JsonOption = False) -> None:
     """This SKILLQ_HOME's public key (made now if it has none): enroll it on a deployment
     with `skillq daemons enroll`."""
+    from shared import daemon_key
+
     settings = get_settings()
     own = daemon_key.load_or_create(settings.home)
     name = daemon_key.daemon_name(settings.daemon)
@@ -124,27 +131,31 @@ def key(as_json: JsonOption = False) -> None:
 
 def _key_json(k: EnrolledKey) -> dict[str, Any]:
     return {"fingerprint": k.fingerprint, "daemon": k.daemon, "public_key": k.public_key,
-            "enrolled_via": k.enrolled_via, "enrolled_at": k.enrolled_at.isoformat(),
-            "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None}
+            "enrolled_via": k.enrolled_via, "enrolled_at": k.enrolled_at,
+            "revoked_at": k.revoked_at}
+
+
+KEY_COLUMNS = (
+    Column("fingerprint", wrap=False),
+    Column("daemon", wrap=False),
+    Column("enrolled_at", "enrolled"),
+    Column("enrolled_via", "via"),
+    Column("revoked_at", "revoked"),
+)
 
 
 @daemons_app.command("keys")
-def keys(as_json: JsonOption = False) -> None:
+def keys(as_json: ListJsonOption = False) -> None:
     """The enrolled daemon keys, revoked ones too (they are never enrolled again)."""
+    from orchestrator.connect import connect
+    from shared.db import daemon_keys
+    from shared.db.session import transaction
+
     conn = connect(workers=False, refuse_revoked_key=False)
     with transaction(conn.endpoints.database_url) as session:
         found = [_key_json(k) for k in daemon_keys.all_keys(session)]
-    if as_json:
-        for item in found:
-            print(json.dumps(item))
-        return
-    table = Table(title="daemon keys")
-    for column in ("fingerprint", "daemon", "enrolled", "via", "revoked"):
-        table.add_column(column, overflow="fold")
-    for item in found:
-        table.add_row(item["fingerprint"], item["daemon"], item["enrolled_at"][:19],
-                      item["enrolled_via"], (item["revoked_at"] or "-")[:19])
-    out.print(table)
+    emit(found, KEY_COLUMNS, as_json=as_json, title="daemon keys",
+         empty="no daemon key is enrolled yet")
 
 
 def _read_key_arg(given: str) -> str:
@@ -172,6 +183,11 @@ def enroll(
 ) -> None:
     """Enroll a daemon key from a machine that does not enroll its own (one without the
     database credentials): workers then accept the messages it signs."""
+    from orchestrator.connect import connect
+    from shared import daemon_key
+    from shared.db import daemon_keys
+    from shared.db.session import transaction
+
     public = daemon_key.parse_public(_read_key_arg(public_key))
     daemon = name or public.daemon
     if not daemon:
@@ -185,29 +201,33 @@ def enroll(
         done = daemon_keys.enroll_by_hand(session, public, daemon)
         item = {**_key_json(done.key), "new": done.new}
     if as_json:
-        print(json.dumps(item))
+        print(json.dumps(jsonable(item)))
     elif done.new:
         out.print(f"enrolled {item['fingerprint']} for daemon {item['daemon']}", markup=False)
     else:
         out.print(f"{item['fingerprint']} is already enrolled (daemon {item['daemon']}, "
-                  f"since {item['enrolled_at'][:19]})", markup=False)
+                  f"since {text(item['enrolled_at'])})", markup=False)
 
 
 @daemons_app.command("revoke")
 def revoke(
     target: Annotated[str, typer.Argument(help="A key fingerprint (SHA256:...), or a daemon "
                                           "name: all of its keys.", show_default=False)],
-    as_json: JsonOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON array, one object per "
+                                          "key it names, for scripts.")] = False,
 ) -> None:
     """Revoke a daemon key: workers refuse its messages within SKILLQ_KEY_REFRESH_S, and it
     is never enrolled again (the daemon needs a new key)."""
+    from orchestrator.connect import connect
+    from shared.db import daemon_keys
+    from shared.db.session import transaction
+
     conn = connect(workers=False, refuse_revoked_key=False)
     with transaction(conn.endpoints.database_url) as session:
         fresh, before = daemon_keys.revoke(session, target)
         items = [{**_key_json(k), "revoked_now": k in fresh} for k in [*fresh, *before]]
     if as_json:
-        for item in items:
-            print(json.dumps(item))
+        print_json(items)
         return
     for item in items:
         what = "revoked" if item["revoked_now"] else "already revoked:"

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.archive_cmds import export_to_archive
 from orchestrator.cli.common import VaultOption, out, vault
 from orchestrator.forms import derived_sub_skills, write_skill, write_sub_skills
 from shared.errors import ValidationFailed, VaultError
@@ -43,6 +42,8 @@ def export(
     if archive is not None:
         if name:
             raise VaultError("--archive takes the whole vault; leave out the skill name")
+        from orchestrator.cli.archive_cmds import export_to_archive  # SQLAlchemy
+
         export_to_archive(archive, vault_opt)
         return
     form, out_dir = ("agentskills", agentskills) if agentskills is not None else ("bot0", bot0)

@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.common import err
-from orchestrator.connect import connect
 from shared.errors import ConfigError
 from shared.settings import get_settings
 
@@ -49,6 +48,8 @@ def flower(
     """Flower: workers, queues and tasks, with basic auth from SKILLQ_FLOWER_AUTH."""
     secret = get_settings().flower_auth
     auth = check_auth(secret.get_secret_value() if secret else None, address)
+    from orchestrator.connect import connect
+
     conn = connect(workers=False)
     os.environ.pop("FLOWER_UNAUTHENTICATED_API", None)
     if auth is None:

@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.cli.common import out
-from orchestrator.connect import connect
-from shared.db.notes_models import ImprovementNote
-from shared.db.session import transaction
+from orchestrator.cli.tables import Column, aside, emit, text
 from shared.errors import NoteError, SkillqError
-from shared.notes import Status, list_notes, open_counts, set_status
 from shared.settings import get_settings
 
-ACTIONS = {"dismiss": Status.DISMISSED, "resolve": Status.RESOLVED,
-           "wontfix": Status.WONTFIX}
+if TYPE_CHECKING:
+    from shared.db.notes_models import ImprovementNote
+
+# The status each closing word sets (shared.notes.Status values; that module is loaded
+# only by the commands that reach the database).
+ACTIONS = {"dismiss": "dismissed", "resolve": "resolved", "wontfix": "wontfix"}
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +33,8 @@ def notes(
         show_default=False, metavar="[NAME | dismiss ID | resolve ID | wontfix ID]")] = None,
     every: Annotated[bool, typer.Option("--all", help="Closed notes too (dismissed, "
                                         "resolved, wontfix).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Every field, as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON array, one object per "
+                                          "note with every field.")] = False,
 ) -> None:
     """Improvement notes left by production failures: step, error, inputs (secrets
     hidden), diagnosis and suggested fix. Repeats of one failure count on one note."""
@@ -48,24 +46,30 @@ def notes(
         return
     if len(args) > 1:
         raise NoteError("give one skill name, or dismiss|resolve|wontfix ID")
+    from orchestrator.connect import connect
+    from shared.db.session import transaction
+    from shared.notes import list_notes
+
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
         found = list_notes(session, args[0] if args else None, include_closed=every)
         rows = [_as_dict(n) for n in found]
-    if as_json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return
-    if not rows:
-        what = f" for {args[0]}" if args else ""
-        out.print(f"no {'' if every else 'open '}improvement notes{what}", markup=False)
-        return
-    _print(rows, every)
+    what = f" for {args[0]}" if args else ""
+    columns = [COLUMNS[0], *(STATUS if every else ()), *COLUMNS[1:]]
+    emit(rows, columns, as_json=as_json, title="improvement notes",
+         empty=f"no {'' if every else 'open '}improvement notes{what}")
+    if rows and not as_json:
+        aside("close one with `skillq notes dismiss|resolve|wontfix ID`")
 
 
-def _close(note_id: int, status: Status) -> None:
+def _close(note_id: int, status: str) -> None:
+    from orchestrator.connect import connect
+    from shared.db.session import transaction
+    from shared.notes import Status, set_status
+
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
-        note = set_status(session, note_id, status)
+        note = set_status(session, note_id, Status(status))
         skill, step = note.skill, note.step_id
     out.print(f"✓ note {note_id} ({skill} step {step}) is now {status}", markup=False)
 
@@ -74,38 +78,37 @@ def _as_dict(note: ImprovementNote) -> dict[str, Any]:
     return {"id": note.id, "status": note.status, "skill": note.skill,
             "version": note.version, "step": note.step_id, "pipeline": note.pipeline,
             "run_id": note.run_id, "step_run_id": note.step_run_id, "count": note.count,
-            "first_seen": note.first_seen.isoformat(), "last_seen": note.last_seen.isoformat(),
+            "first_seen": note.first_seen, "last_seen": note.last_seen,
             "error": note.error, "error_kind": note.error_kind, "exit_code": note.exit_code,
             "diagnosis": note.diagnosis, "summary": note.summary,
             "suggested_fix": note.suggested_fix, "inputs": note.inputs,
             "worker": note.worker}
 
 
-def _print(rows: list[dict[str, Any]], with_status: bool) -> None:
-    console = out if out.is_terminal else Console(width=100_000, highlight=False)
-    table = Table(title="improvement notes", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    columns = ["skill", "step", "diagnosis", "seen", "last run", "what happened",
-               "suggested fix", "inputs"]
-    if with_status:
-        columns.insert(0, "status")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for r in rows:
-        cells = [f"{r['skill']} v{r['version']}", r["step"], r["diagnosis"],
-                 f"{r['count']}× · last {r['last_seen'][:19]}", r["run_id"], r["summary"],
-                 r["suggested_fix"], json.dumps(r["inputs"], ensure_ascii=False)[:300]]
-        if with_status:
-            cells.insert(0, r["status"])
-        table.add_row(str(r["id"]), *(Text(c) for c in cells))  # errors hold [brackets]
-    console.print(table)
-    console.print("close one with `skillq notes dismiss|resolve|wontfix ID`", markup=False)
+STATUS = (Column("status", wrap=False),)
+COLUMNS = (
+    Column("id", wrap=False, justify="right"),
+    Column("skill", show=lambda r: f"{r['skill']} v{r['version']}"),
+    Column("step"),
+    Column("diagnosis", spare=2),
+    Column("count", "seen", show=lambda r: f"{r['count']}× · last {text(r['last_seen'])}",
+           spare=3),
+    Column("run_id", "last run", wrap=False, spare=4),
+    Column("summary", "what happened"),
+    Column("suggested_fix", "suggested fix"),
+    Column("inputs", show=lambda r: json.dumps(r["inputs"], ensure_ascii=False),
+           limit=300, spare=1),
+)
 
 
 def open_note_counts(names: Iterable[str]) -> dict[str, int]:
     """Skill -> open notes, for markers in `show` and `list`: best effort, {} when no
     database is reachable without starting one (reading a vault never starts servers)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from orchestrator.embedded import resolve_endpoints
+    from shared.db.session import transaction
+    from shared.notes import open_counts
 
     try:
         endpoints = resolve_endpoints(get_settings(), start=False)

@@ -1,27 +1,29 @@
-"""`skillq run` and `skillq worker`."""
+"""`skillq run` and `skillq worker`, and following a run to its end (`run`, `wait`,
+`retry`: one progress display, one set of exit codes, one JSON shape)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.common import VaultOption, err, out, vault
-from orchestrator.connect import Connection, connect
-from orchestrator.launch import Progress as RunProgress
-from orchestrator.launch import start_run, wait_run
-from orchestrator.submit import checked
-from shared.db.models import PipelineRun
-from shared.db.session import transaction
 from shared.errors import PipelineFailed
-from shared.inputs import parse_cli_inputs
 from shared.states import RunState
-from shared.store import unpack
+
+if TYPE_CHECKING:
+    from orchestrator.connect import Connection
+    from shared.db.models import PipelineRun
+
+INTERRUPTED = 130  # 128 + SIGINT: the shell's code for a command ended by Ctrl-C
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help='Print one JSON object: {"run_id", "state", "outputs"} on success, '
+    '{"run_id", "state", "error", "step", "item"} otherwise.')]
 
 
 def register(app: typer.Typer) -> None:
@@ -35,13 +37,20 @@ def run(
         "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
     inputs_file: Annotated[Path | None, typer.Option(
         "--inputs-file", help="A JSON object of input values.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print only the outputs, as JSON.")
-                       ] = False,
-    detach: Annotated[bool, typer.Option("--detach", help="Print the run id and return.")
+    as_json: JsonOption = False,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="Print the run id and return; the run goes on (`skillq wait`).")
                       ] = False,
     vault_opt: VaultOption = None,
 ) -> None:
-    """Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input."""
+    """Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input.
+
+    Ctrl-C cancels the run (a second Ctrl-C exits at once); --detach leaves it running."""
+    from orchestrator.connect import connect
+    from orchestrator.launch import start_run
+    from orchestrator.submit import checked
+    from shared.inputs import parse_cli_inputs
+
     loaded = vault(vault_opt)
     skill = loaded.get(name)
     checked(loaded, skill)
@@ -49,14 +58,61 @@ def run(
     conn = connect()
     run_id = start_run(conn, loaded, skill, given, source="production", triggered_by="cli",
                        workdir=str(Path.cwd()))
+    announce(run_id)
     if detach:
         out.print(run_id, markup=False)
         return
-    final = _wait(conn, run_id, as_json)
-    _report(conn, final, as_json)
+    follow(conn, run_id, as_json, cancel_on_interrupt=True)
+
+
+def announce(run_id: str) -> None:
+    """The run id, on stderr whatever else is asked for: stdout stays the result's."""
+    err.print(f"run {run_id}", markup=False)
+
+
+def follow(conn: Connection, run_id: str, as_json: bool, *,
+           cancel_on_interrupt: bool) -> None:
+    """Show a run's progress until it ends, then report it (exit 0 succeeded, 1 failed or
+    cancelled). Ctrl-C cancels it (``cancel_on_interrupt``), or stops following it."""
+    try:
+        final = _wait(conn, run_id, as_json)
+    except KeyboardInterrupt:
+        if not cancel_on_interrupt:
+            err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
+                      f"`skillq cancel {run_id}`)", markup=False)
+            raise typer.Exit(INTERRUPTED) from None
+        final = _cancel_interrupted(conn, run_id)
+        if final.state == RunState.CANCELLED:
+            if as_json:
+                _print_json(conn, final)
+            raise typer.Exit(INTERRUPTED) from None
+    report(conn, final, as_json)
+
+
+def _cancel_interrupted(conn: Connection, run_id: str) -> PipelineRun:
+    from orchestrator.launch import cancel_run, run_progress
+
+    def at_once(signum: int, frame: Any) -> None:
+        print(f"exiting; run {run_id} may still be running (`skillq cancel {run_id}`)",
+              file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+
+    signal.signal(signal.SIGINT, at_once)
+    err.print(f"cancelling run {run_id} (Ctrl-C again to exit at once)", markup=False)
+    done = cancel_run(conn, run_id, "cancelled: Ctrl-C on the `skillq` command following it")
+    final, _ = run_progress(conn, run_id, counts=False)
+    if done.ended_now:
+        stopped = f"; {len(done.stopped)} running step(s) stopped" if done.stopped else ""
+        err.print(f"run {run_id} cancelled{stopped}", markup=False)
+    return final
 
 
 def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from orchestrator.launch import Progress as RunProgress
+    from orchestrator.launch import wait_run
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False, disable=quiet) as bar:
@@ -70,15 +126,34 @@ def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
         return wait_run(conn, run_id, on_progress=show)
 
 
-def _report(conn: Connection, run: PipelineRun, as_json: bool) -> None:
+def result_json(conn: Connection, run: PipelineRun) -> dict[str, Any]:
+    """What `--json` prints for an ended run."""
     if run.state != RunState.SUCCEEDED:
-        raise PipelineFailed(f"run {run.id} of {run.skill} aborted: {run.error}")
+        return {"run_id": run.id, "state": run.state, "error": run.error,
+                "step": run.failed_step, "item": run.failed_item}
+    from shared.db.session import transaction
+    from shared.store import unpack
+
     with transaction(conn.endpoints.database_url) as session:
         outputs: Any = unpack(session, run.outputs)
+    return {"run_id": run.id, "state": run.state, "outputs": outputs}
+
+
+def _print_json(conn: Connection, run: PipelineRun) -> None:
+    print(json.dumps(result_json(conn, run), ensure_ascii=False))
+    sys.stdout.flush()
+
+
+def report(conn: Connection, run: PipelineRun, as_json: bool) -> None:
+    if as_json:
+        _print_json(conn, run)
+    if run.state != RunState.SUCCEEDED:
+        what = "was cancelled" if run.state == RunState.CANCELLED else "aborted"
+        raise PipelineFailed(f"run {run.id} of {run.skill} {what}: {run.error}")
     if not as_json:
         err.print(f"✓ {run.skill} succeeded (run {run.id})", style="green")
-    print(json.dumps(outputs, indent=None if as_json else 2, ensure_ascii=False))
-    sys.stdout.flush()
+        print(json.dumps(result_json(conn, run)["outputs"], indent=2, ensure_ascii=False))
+        sys.stdout.flush()
 
 
 def worker(
@@ -91,8 +166,13 @@ def worker(
                       ] = None,
     role: Annotated[str | None, typer.Option(
         help="agent or daily-driver: routing prefers agent daemons.")] = None,
+    vault_opt: VaultOption = None,
 ) -> None:
     """Serve queues in the foreground with the configured broker and database."""
+    from orchestrator.connect import connect
+
+    if vault_opt is not None:  # the vault whose skills this worker serves and announces
+        os.environ["SKILLQ_VAULT"] = str(vault_opt.expanduser().resolve())
     conn = connect(workers=False)
     os.environ.update(conn.endpoints.env())
     # The data plane is its own program: the control plane hands this process over to it

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import signal
 import threading
@@ -13,25 +12,10 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import typer
-from rich.table import Table
 
 from orchestrator.cli.common import VaultOption, out, vault, vault_path
-from orchestrator.connect import connect
-from orchestrator.library.guard import refuse_disabled_run
-from orchestrator.schedules.beat import run_beat
-from orchestrator.schedules.records import (
-    CATCH_UP,
-    CatchUp,
-    NewSchedule,
-    add_schedule,
-    list_schedules,
-    remove_schedule,
-    set_paused,
-)
-from orchestrator.submit import checked
-from shared.db.session import transaction
+from orchestrator.cli.tables import Column, Row, emit
 from shared.errors import CronError
-from shared.inputs import parse_cli_inputs
 
 schedule_app = typer.Typer(help="Run skills on cron lines (fired by `skillq beat`).",
                            no_args_is_help=True)
@@ -49,7 +33,8 @@ def _local(when: datetime | None, tz: str) -> str:
 @schedule_app.command("add")
 def add(
     name: Annotated[str, typer.Argument(help="The skill to run.")],
-    cron: Annotated[str, typer.Option("--cron", help='Five cron fields, e.g. "0 7 * * *".')],
+    cron: Annotated[str, typer.Option("--cron", help='Five cron fields, e.g. "0 7 * * *", '
+                                      "or @hourly, @daily, @weekly, @monthly, @yearly.")],
     inputs: Annotated[list[str] | None, typer.Option(
         "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
     inputs_file: Annotated[Path | None, typer.Option(
@@ -62,8 +47,16 @@ def add(
     vault_opt: VaultOption = None,
 ) -> None:
     """Schedule a skill; its inputs are checked now, as `skillq run` checks them."""
+    from orchestrator.connect import connect
+    from orchestrator.library.guard import refuse_disabled_run
+    from orchestrator.schedules.records import CATCH_UP, CatchUp, NewSchedule, add_schedule
+    from orchestrator.submit import checked
+    from shared.db.session import transaction
+    from shared.inputs import parse_cli_inputs
+
     if catch_up not in CATCH_UP:
         raise CronError(f"--catch-up '{catch_up}': use one of {', '.join(CATCH_UP)}")
+
     loaded = vault(vault_opt)
     skill = loaded.get(name)
     checked(loaded, skill)
@@ -81,39 +74,57 @@ def add(
               f"{_local(next_due, tz)}", markup=False)
 
 
+def _last(row: Row) -> str:
+    if row["last_due"] is None:
+        return "-"
+    error = f": {row['last_error']}" if row["last_error"] else ""
+    return f"{_local(row['last_due'], row['tz'])} ({row['last_outcome']}){error}"
+
+
+SCHEDULE_COLUMNS = (
+    Column("id", justify="right"),
+    Column("skill", wrap=False),
+    Column("cron"),
+    Column("tz", spare=3),
+    Column("next_run", "next run",
+           show=lambda r: "paused" if r["paused"] else _local(r["next_run"], r["tz"])),
+    Column("last_due", "last run", show=_last),
+    Column("last_run", "run", wrap=False, spare=2),
+    Column("last_run_state", "state"),
+    Column("paused"),
+    Column("catch_up", "catch-up", spare=1),
+)
+
+
 @schedule_app.command("list")
-def list_(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
-          ) -> None:
+def list_(as_json: Annotated[bool, typer.Option(
+        "--json", help="A JSON array, one object per schedule (times ISO 8601, UTC).")
+        ] = False) -> None:
     """Schedules: next run in their time zone, last run and its state, paused."""
+    from orchestrator.connect import connect
+    from orchestrator.schedules.records import list_schedules
+    from shared.db.session import transaction
+
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
         views = list_schedules(session)
     rows: list[dict[str, Any]] = [{
         "id": v.schedule.id, "skill": v.schedule.skill, "cron": v.schedule.cron,
         "tz": v.schedule.tz, "paused": v.schedule.paused, "catch_up": v.schedule.catch_up,
-        "next_run": None if v.schedule.paused else _local(v.schedule.next_due_at, v.schedule.tz),
-        "last_due": _local(v.schedule.last_due_at, v.schedule.tz)
-        if v.schedule.last_due_at else None,
+        "next_run": None if v.schedule.paused else v.schedule.next_due_at,
+        "last_due": v.schedule.last_due_at,
         "last_outcome": v.schedule.last_outcome, "last_run": v.schedule.last_run_id,
         "last_run_state": v.last_run_state, "last_error": v.schedule.last_error,
         "inputs": v.schedule.inputs} for v in views]
-    if as_json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return
-    table = Table(title="schedules")
-    for column in ("id", "skill", "cron", "tz", "next run", "last run", "run", "state",
-                   "paused", "catch-up"):
-        table.add_column(column, overflow="fold")
-    for r in rows:
-        last = "-" if r["last_due"] is None else f"{r['last_due']} ({r['last_outcome']})"
-        table.add_row(str(r["id"]), r["skill"], r["cron"], r["tz"], r["next_run"] or "paused",
-                      last + (f": {r['last_error']}" if r["last_error"] else ""),
-                      r["last_run"] or "-", r["last_run_state"] or "-",
-                      "yes" if r["paused"] else "no", r["catch_up"])
-    out.print(table)
+    emit(rows, SCHEDULE_COLUMNS, as_json=as_json, title="schedules",
+         empty="no schedules; add one with `skillq schedule add NAME --cron ...`")
 
 
 def _change(schedule_id: int, verb: str, paused: bool | None) -> None:
+    from orchestrator.connect import connect
+    from orchestrator.schedules.records import remove_schedule, set_paused
+    from shared.db.session import transaction
+
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
         if paused is None:
@@ -155,4 +166,7 @@ def beat(exit_if_locked: Annotated[bool, typer.Option(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    from orchestrator.connect import connect
+    from orchestrator.schedules.beat import run_beat
+
     run_beat(connect(workers=False), wait=not exit_if_locked, stop=stop)

@@ -5,16 +5,18 @@ Progress goes to stderr (a spinner only on a terminal); results go to stdout.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import err, out
+from orchestrator.cli.common import VaultOption, err, out
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
-from shared.db.migrate import upgrade
 from shared.endpoints import mask_url
+from shared.errors import VaultError
+from shared.problems import display_path
 from shared.settings import get_settings
 
 
@@ -27,9 +29,22 @@ def register(app: typer.Typer) -> None:
 def up(
     timeout: Annotated[float, typer.Option(
         help="Seconds to wait for every worker to answer.")] = 60.0,
+    vault_opt: VaultOption = None,
 ) -> None:
     """Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are
-    set) and one worker per queue class. Already running parts are reused."""
+    set) and one worker per queue class. Already running parts are reused.
+
+    --vault: the vault the started workers announce and serve (workers already running
+    keep theirs).
+    """
+    from shared.db.migrate import upgrade  # Alembic: only `up` migrates
+
+    if vault_opt is not None:
+        if not vault_opt.is_dir():
+            raise VaultError(f"vault {display_path(vault_opt)} is not a folder; pass --vault "
+                             "with the folder of skills the workers should serve")
+        # the workers' environment is built from the settings (local_stack._worker_env)
+        os.environ["SKILLQ_VAULT"] = str(vault_opt.expanduser().resolve())
     settings = get_settings()
     home = settings.home.expanduser().resolve()
     with err.status("starting Redis and PostgreSQL…") as spinner:

@@ -3,7 +3,7 @@ the real queues; exit 1 when a case fails."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,9 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.common import VaultOption, err, out, vault
-from orchestrator.connect import connect
-from orchestrator.testing import CaseResult, TestReport, cases_of, run_suites
 from shared.errors import TestCaseError, TestsFailed
+
+if TYPE_CHECKING:  # orchestrator.testing imports SQLAlchemy and Celery: only `test` runs it
+    from orchestrator.testing import CaseResult, TestReport
 
 
 def register(app: typer.Typer) -> None:
@@ -39,6 +40,9 @@ def test(
         raise TestCaseError("name one skill, or give --all for every skill with test cases")
     if every and test_id is not None:
         raise TestCaseError("--test picks a case of one skill; it cannot go with --all")
+    from orchestrator.connect import connect
+    from orchestrator.testing import cases_of, run_suites
+
     loaded = vault(vault_opt)
     if every:
         suites = [(s, s.benchmarks.tests) for _, s in sorted(loaded.skills.items())

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import enum
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.common import VaultOption, err, one_line, out, vault, vault_path
-from orchestrator.cli.notes_cmds import mark_open_notes
-from orchestrator.library.reach import LibraryView, library_view
+from orchestrator.cli.tables import Column, emit
 from shared import agentskills
-from shared.catalog import CatalogEntry, catalog_line, catalog_xml
+from shared.catalog import CatalogEntry, catalog_line, to_prompt
 from shared.errors import VaultError
 from shared.problems import Problem, display_path
-from shared.skill import Skill
+from shared.skill import Skill, is_skill_folder
 from shared.stepgraph import step_dependencies
-from shared.vault import load_vault, skill_folders, vault_of
+from shared.vault import Vault, load_vault, skill_folders, vault_of
+
+if TYPE_CHECKING:
+    # Library state and notes need SQLAlchemy: imported by the commands that show them,
+    # so `validate` never loads it.
+    from orchestrator.library.reach import LibraryView
 
 
 class Spec(enum.StrEnum):
@@ -54,6 +59,11 @@ def validate(
     target = path if path is not None else vault_path(vault_opt)
     if not target.exists():
         raise VaultError(f"{display_path(target)} does not exist")
+    stray = _neither_skill_nor_vault(target)
+    if stray is not None:
+        out.print(str(stray), markup=False)
+        out.print(f"✗ nothing to check in {display_path(target)} ({spec} rules)", style="red")
+        raise typer.Exit(1)
     if spec is Spec.agentskills:
         problems, count = _validate_agentskills(target)
     else:
@@ -70,6 +80,27 @@ def validate(
     out.print(f"✓ {count} skill(s) valid ({spec} rules)", style="green")
 
 
+def _neither_skill_nor_vault(target: Path) -> Problem | None:
+    """The problem of a folder with no SKILL.md whose sub-folders hold none either.
+
+    Reporting "0 skill(s) valid" there would pass a CI check on the wrong folder (a typo'd
+    path, the repository root), so it fails, as pytest does when it collects nothing.
+    """
+    if not target.is_dir() or is_skill_folder(target):
+        return None
+    folders = skill_folders(target)
+    if any(is_skill_folder(f) for f in folders):
+        return None
+    shown = display_path(target)
+    count = len(folders)
+    inside = ("it has no sub-folders" if not count else
+              f"none of its {count} sub-folder{'s' if count > 1 else ''} has a SKILL.md")
+    return Problem(shown, "SKILL.md",
+                   f"neither a skill folder (no SKILL.md here) nor a vault ({inside}); pass a "
+                   f"skill folder or a vault of skill folders, or start one with "
+                   f"`skillq new NAME --vault {shown}`")
+
+
 def _validate_agentskills(target: Path) -> tuple[list[Problem], int]:
     if target.is_file() and target.name.lower() == "skill.md":
         target = target.parent
@@ -81,33 +112,37 @@ def _validate_agentskills(target: Path) -> tuple[list[Problem], int]:
     return [p for f in folders for p in agentskills.validate_agentskills(f)], len(folders)
 
 
-def list_skills(vault_opt: VaultOption = None) -> None:
+SKILL_COLUMNS = (Column("name", wrap=False), Column("label"), Column("kind", spare=3),
+                 Column("approach", spare=2), Column("version", "v", justify="right", spare=4),
+                 Column("pin", spare=1), Column("state"), Column("description"))
+
+
+def list_skills(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON array, one object per skill."
+                                          )] = False,
+    vault_opt: VaultOption = None,
+) -> None:
     """One row per skill, pinned ones first: name, label, kind, approach, version, pin,
     state (enabled or disabled) and description.
 
-    On a terminal a table; in a pipe one tab-separated line per skill, whole, so
-    `skillq list | grep NAME` and `cut -f1` work.
+    On a terminal a table fitted to its width; in a pipe a header line of the keys, then
+    one tab-separated line per skill, whole, so `skillq list | grep NAME` and `cut -f1`
+    work; `--json` an array of objects with those keys.
     """
+    from orchestrator.library.reach import library_view
+
     loaded = vault(vault_opt)
     library = library_view(loaded.root)
     rows = []
     for name in library.pinned_first(sorted(loaded.skills)):
         m = loaded.skills[name].manifest
-        approach = "-" if m.is_orchestrator else str(m.effective_approach)
-        rows.append((name, library.label(name, m.label), m.kind, approach, str(m.version),
-                     library.pin_cell(name), library.state_cell(name),
-                     one_line(m.description)))
-    if out.is_terminal:
-        table = Table(title=f"{len(rows)} skill(s) in {display_path(loaded.root)}")
-        table.add_column("name", no_wrap=True)
-        for column in ("label", "kind", "approach", "v", "pin", "state", "description"):
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        out.print(table)
-    else:
-        for row in rows:
-            out.print("\t".join(row), markup=False)
+        rows.append({"name": name, "label": library.label(name, m.label), "kind": str(m.kind),
+                     "approach": None if m.is_orchestrator else str(m.effective_approach),
+                     "version": m.version, "pin": library.pin_cell(name),
+                     "state": library.state_cell(name), "description": one_line(m.description)})
+    emit(rows, SKILL_COLUMNS, as_json=as_json,
+         title=f"{len(rows)} skill(s) in {display_path(loaded.root)}",
+         empty="no skills in this vault")
     if loaded.problems:
         err.print(f"{len(loaded.problems)} problem(s) in this vault: run `skillq validate`",
                   style="yellow")
@@ -121,6 +156,9 @@ def _library_note(library: LibraryView) -> None:
 
 def show(name: str, vault_opt: VaultOption = None) -> None:
     """A skill's manifest, inputs, outputs, steps, sub-skills, test cases and aggregates."""
+    from orchestrator.cli.notes_cmds import mark_open_notes
+    from orchestrator.library.reach import library_view
+
     loaded = vault(vault_opt)
     skill = loaded.get(name)
     m = skill.manifest
@@ -194,23 +232,46 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) ->
 
 def catalog(
     fmt: Annotated[CatalogFormat, typer.Option("--format", help="text: one `name: description` "
-                   "line per skill; xml: an <available_skills> block for a prompt.")
-                   ] = CatalogFormat.text,
+                   "line per skill; xml: the <available_skills> block `agentskills to-prompt` "
+                   "prints, for a prompt.")] = CatalogFormat.text,
     vault_opt: VaultOption = None,
 ) -> None:
     """The progressive-disclosure listing: what a model sees before loading a skill.
 
-    Pinned skills come first; disabled skills are left out (they cannot run).
+    Pinned skills come first; disabled skills are left out (they cannot run), and so are
+    skills that do not validate, each named in one warning line on stderr.
     """
+    from orchestrator.library.reach import library_view
+
     loaded = vault(vault_opt)
     library = library_view(loaded.root)
     _library_note(library)
-    skills = [loaded.skills[n] for n in library.pinned_first(sorted(loaded.skills))
-              if library.state(n).enabled]
-    entries = [CatalogEntry(s.name, s.manifest.description, str(s.skill_md.resolve()))
-               for s in skills]
+    for line in _invalid_skill_warnings(loaded):
+        err.print(line, style="yellow", markup=False)
+    valid = {n: s for n, s in loaded.skills.items() if not loaded.problems_in(s.folder)}
+    skills = [valid[n] for n in library.pinned_first(sorted(valid)) if library.state(n).enabled]
+    # The folder resolved and SKILL.md named as found, as the reference builds the path:
+    # resolving the file itself would follow a symlinked SKILL.md elsewhere.
+    entries = [CatalogEntry(s.name, s.manifest.description,
+                            str(s.folder.resolve() / s.skill_md.name)) for s in skills]
+    # Written as is, not through rich: a description holding ':smile:' or '[b]' must reach
+    # the prompt unchanged, and a pipe must get the same bytes as `agentskills to-prompt`.
     if fmt is CatalogFormat.text:
-        for entry in entries:
-            out.print(catalog_line(entry), markup=False)
-        return
-    out.print(catalog_xml(entries), markup=False)
+        sys.stdout.write("".join(catalog_line(e) + "\n" for e in entries))
+    else:
+        sys.stdout.write(to_prompt(entries) + "\n")
+    sys.stdout.flush()
+
+
+def _invalid_skill_warnings(loaded: Vault) -> list[str]:
+    """One line per skill folder left out because it does not validate."""
+    lines = []
+    for folder in loaded.folders:
+        problems = loaded.problems_in(folder)
+        if problems:
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            lines.append(f"warning: left out {display_path(folder)}, which does not validate: "
+                         f"{first.field}: {first.message}{more}; run `skillq validate "
+                         f"{display_path(folder)}`")
+    return lines

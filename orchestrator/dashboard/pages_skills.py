@@ -16,6 +16,7 @@ from orchestrator.drawing import edges
 from orchestrator.forms import manifest_fields
 from orchestrator.library import repo
 from orchestrator.library.dependents import find_dependents, grouped
+from orchestrator.library.display import SkillState
 from orchestrator.library.reach import LibraryView
 from orchestrator.testing import last_results
 from orchestrator.versions import no_runs, version_stats
@@ -81,7 +82,7 @@ def skill_context(dash: Dashboard, request: Request, name: str) -> dict[str, Any
     m = skill.manifest
     size = dash.config.page_size
     with dash.db() as session:
-        state = repo.states(session, dash.vault_key).get(name, repo.SkillState())
+        state = repo.states(session, dash.vault_key).get(name, SkillState())
         where = queries.skill_runs_filter(session, dash.vault_key, name)
         runs = queries.runs_page(session, where=where, after=request.query_params.get("after"),
                                  limit=size, top_level=False)

@@ -51,7 +51,9 @@ def parse_form(manifest: Manifest, form: Mapping[str, str], *, max_bytes: int | 
                ) -> dict[str, Any]:
     """The checked inputs; InputError (the CLI's message) when they do not fit, an input
     over ``max_bytes`` included."""
-    return parse_cli_inputs(manifest, pairs(manifest, form), max_bytes=max_bytes)
+    # A path typed into the form is no file of the dashboard machine's to read.
+    return parse_cli_inputs(manifest, pairs(manifest, form), max_bytes=max_bytes,
+                            local_files=False)
 
 
 def form_values(items: Sequence[tuple[str, Any]]) -> dict[str, str]:

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from shared.errors import LibraryError
 
 MAX_LABEL_CHARS = 120
+
+
+@dataclass(frozen=True)
+class SkillState:
+    """What the library says about one live skill (the defaults when it has no row)."""
+
+    enabled: bool = True
+    label: str | None = None
+    pinned_order: int | None = None  # 0 first
 
 
 def title_case(slug: str) -> str:

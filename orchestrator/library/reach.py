@@ -10,23 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-
-from orchestrator.library import repo
-from orchestrator.library.display import display_label
-from shared.db.session import transaction
+from orchestrator.library.display import SkillState, display_label
 from shared.errors import ConfigError
 from shared.settings import get_settings
 
 
 @dataclass(frozen=True)
 class LibraryView:
-    states: dict[str, repo.SkillState] = field(default_factory=dict)
+    states: dict[str, SkillState] = field(default_factory=dict)
     missing: str | None = None  # why no state could be read (None: read)
 
-    def state(self, name: str) -> repo.SkillState:
-        return self.states.get(name, repo.SkillState())
+    def state(self, name: str) -> SkillState:
+        return self.states.get(name, SkillState())
 
     def pinned_first(self, names: list[str]) -> list[str]:
         """Pinned skills in pin order, then the rest in the given order."""
@@ -72,6 +67,13 @@ def library_view(root: Path) -> LibraryView:
     if url is None:
         return LibraryView(missing="library state (labels, pins, disabled) not shown: no "
                            "database is running; `skillq up` starts one")
+    # SQLAlchemy only once there is a database to read: `list` and `show` start faster.
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from orchestrator.library import repo
+    from shared.db.session import transaction
+
     try:
         with transaction(url) as session:
             if session.execute(text("select to_regclass('library_skills')")).scalar() is None:

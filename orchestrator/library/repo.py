@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -18,19 +17,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from orchestrator.drawing import edges
+from orchestrator.library.display import SkillState
 from shared.db.library_models import MAX_PINS, LibrarySkill
 from shared.errors import LibraryError, SkillDisabled
 from shared.skill import Skill
 from shared.vault import Vault
-
-
-@dataclass(frozen=True)
-class SkillState:
-    """What the library says about one live skill (the defaults when it has no row)."""
-
-    enabled: bool = True
-    label: str | None = None
-    pinned_order: int | None = None  # 0 first
 
 
 def vault_key(root: Path) -> str:

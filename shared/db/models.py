@@ -55,6 +55,9 @@ class PipelineRun(Base):
     # "<run>/<step>/<item>#<tool call id>": the execute_skill call of an agent step that
     # started this run (migration 0011), so a replayed call finds its run again.
     agent_call: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # The run this one retries (`skillq retry`, migration 0014): its failed steps run
+    # again here, its succeeded steps' outputs are reused (lifecycle/retry.py).
+    retry_of: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now(), index=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -609,7 +609,10 @@ class RunResult:
         return self.proc.stderr
 
     def json(self) -> Any:
-        return json.loads(self.proc.stdout)
+        """The run's outputs (`skillq run --json` prints {"run_id", "state", "outputs"})."""
+        printed = json.loads(self.proc.stdout)
+        assert printed.get("run_id") == self.run_id, printed
+        return printed["outputs"]
 
     def __repr__(self) -> str:  # what a failed `assert ..., result` shows
         return (f"run {self.run_id}: exit {self.code}\n--- stdout\n{self.stdout}"

@@ -208,7 +208,7 @@ def test_daemons_lists_the_providers_never_the_keys(
     daemons.start("keyed", llm.env())
     listing = host_without_keys.cli("daemons", "--json", cwd=tmp_path, env=FAST)
     assert listing.returncode == 0, listing.stderr
-    shown = {d["daemon"]: d for d in map(json.loads, listing.stdout.splitlines())}
+    shown = {d["daemon"]: d for d in json.loads(listing.stdout)}
     assert shown["keyed"]["model_providers"] == ["anthropic", "openai", "openai-chat"]
     assert shown["keyed"]["agent_models"] == []
     assert shown["plain"]["model_providers"] == []

@@ -120,7 +120,7 @@ def test_a_stopped_daemon_is_offline_and_only_runs_needing_it_are_refused(
 
     def beta_state() -> str:
         listing = healthy.cli("daemons", "--json", cwd=tmp_path, env=FAST)
-        shown = {d["daemon"]: d for d in map(json.loads, listing.stdout.splitlines())}
+        shown = {d["daemon"]: d for d in json.loads(listing.stdout)}
         return "online" if shown["beta"]["online"] else "offline"
 
     wait_until(lambda: beta_state() == "offline", 3 * OFFLINE_AFTER_S + 5,

@@ -107,6 +107,15 @@ def test_a_step_past_a_declared_limit_fails_naming_the_limit(
     assert "killed by signal" not in done.stderr.split(named)[0], done
 
 
+def test_a_program_the_sandbox_cannot_start_fails_the_step_saying_so(
+        iso_worker: Stack, healthy: Stack, run_skill: RunSkill, vault: Path) -> None:
+    done = run_skill("missing-program", vault)
+    assert done.code == 1, done
+    said = failure(done)
+    assert "cannot start 'no-such-program-skillq --flag'" in said, done
+    assert "No such file or directory" in said and "Traceback" not in done.stderr, done
+
+
 def test_no_process_of_a_flood_outlives_its_step(
         iso_worker: Stack, healthy: Stack, run_skill: RunSkill, vault: Path) -> None:
     run_skill("fork-flood", vault)

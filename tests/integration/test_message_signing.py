@@ -158,8 +158,7 @@ def test_enroll_and_revoke_through_the_cli(
     assert record["fingerprint"] == key.fingerprint and record["daemon"] == "outsider"
     assert record["new"] and record["enrolled_via"] == "enroll"
     listed = stack.cli("daemons", "keys", "--json", cwd=tmp_path)
-    assert key.fingerprint in {json.loads(row)["fingerprint"]
-                               for row in listed.stdout.splitlines()}
+    assert key.fingerprint in {row["fingerprint"] for row in json.loads(listed.stdout)}
 
     time.sleep(REFRESH_S + 0.2)  # past the worker's last look at the keys (the test above)
     sent = app.send_task("skillq.whoami", queue=QUEUE)
@@ -240,7 +239,7 @@ def test_skillq_daemons_shows_each_daemons_key(stack: Stack, worker: Worker,
     fingerprint = own_key(stack).fingerprint
     listing = stack.cli("daemons", "--json", cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    rows = {json.loads(line)["daemon"]: json.loads(line) for line in listing.stdout.splitlines()}
+    rows = {row["daemon"]: row for row in json.loads(listing.stdout)}
     assert fingerprint in rows[HOST]["key_fingerprints"]
     assert rows[HOST]["revoked_keys"] == []
     # How its steps are isolated (workers/sandbox/): bubblewrap, as root on CI.

@@ -151,7 +151,7 @@ def test_up_on_a_fresh_home_then_run_the_offline_example(fresh_home: Path,
                        f"repos={repo}", "--input", "title=x", "--input", f"output_dir={out}",
                        "--json"], env, tmp_path)
         assert run.returncode == 0, f"{run.stderr}\n{tail(fresh_home / 'logs/worker-default.log')}"
-        outputs = json.loads(run.stdout)
+        outputs = json.loads(run.stdout)["outputs"]
         assert outputs["totals"]["commits"] == 1
         assert (out / "digest.md").read_text() == outputs["markdown"]
     finally:
@@ -196,7 +196,7 @@ def test_a_worker_started_while_postgres_is_down_announces_when_it_is_back(
     result = stack.cli("run", "echo", "--vault", str(vault), "--input", "text=back", "--json",
                        cwd=tmp_path)
     assert result.returncode == 0, f"{result.stderr}\n{logs_of(stack)}"
-    assert json.loads(result.stdout) == {"text": "back"}
+    assert json.loads(result.stdout)["outputs"] == {"text": "back"}
 
 
 def held_run(stack: Stack, vault: Path, cwd: Path, release: Path,
@@ -251,7 +251,7 @@ def test_skillq_run_waits_through_a_database_outage(outage_stack: Stack,
                 proc.communicate()
     assert patient.returncode == 0, f"{stderr}\n{logs_of(stack)}"
     assert "Traceback" not in stderr, stderr
-    assert json.loads(stdout) == {"label": "slow"}
+    assert json.loads(stdout)["outputs"] == {"label": "slow"}
     assert stderr.count("database unreachable") == 1, stderr  # said once, not per attempt
     assert "retrying" in stderr, stderr
     assert stack.run(run_id).state == "succeeded"

@@ -113,9 +113,9 @@ def test_publish_then_a_hand_edit_is_refused_naming_the_file(
 
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    assert re.search(rf"^│ 1 .*{re.escape(v1.folder_hash)}", listing.stdout, re.M), \
+    assert re.search(rf"^1\t.*\t{re.escape(v1.folder_hash)}\t", listing.stdout, re.M), \
         listing.stdout
-    assert "a draft of v1 (greeting.txt changed)" in listing.stdout
+    assert "a draft of v1 (greeting.txt changed)" in listing.stderr  # not a row
 
     # A failing test case refuses the publish and leaves the manifest as it was.
     bench = json.loads((folder / "benchmarks.json").read_text())
@@ -154,7 +154,7 @@ def test_pinned_step_runs_v1_from_the_store_then_rollback_and_bench(
                         cwd=tmp_path)
     assert bench.returncode == 0, bench.stderr
     for label in ("v1", "v2", "v1→v2"):
-        assert re.search(rf"^│ {re.escape(label)} ", bench.stdout, re.M), bench.stdout
+        assert re.search(rf"^{re.escape(label)}\t", bench.stdout, re.M), bench.stdout
 
     back = healthy.cli("rollback", name, "--to", "1", "--vault", str(vault), cwd=tmp_path)
     assert back.returncode == 0, back.stdout + back.stderr
@@ -173,7 +173,7 @@ def test_pinned_step_runs_v1_from_the_store_then_rollback_and_bench(
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
     assert "rollback of v1" in listing.stdout
-    assert "the published files" in listing.stdout
+    assert "the published files" in listing.stderr
     with healthy.db() as session:
         runs_v1 = session.scalars(select(StepRun.id).where(
             StepRun.skill == name, StepRun.version == 1)).all()
@@ -229,13 +229,13 @@ def test_rollback_brings_back_the_versions_test_cases_and_keeps_the_run_history(
     assert v1 == v3 != v2
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    assert "v3, the published files" in listing.stdout, listing.stdout
+    assert "v3, the published files" in listing.stderr, listing.stderr
 
     # A hand edit of a published version's test cases makes it a draft.
     restored["tests"][0]["expected"]["output_contains"] = ["bo"]
     (folder / "benchmarks.json").write_text(json.dumps(restored))
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
-    assert "a draft of v3 (benchmarks.json changed)" in listing.stdout, listing.stdout
+    assert "a draft of v3 (benchmarks.json changed)" in listing.stderr, listing.stderr
     refused = run_skill(name, vault, inputs={"who": "ada"})
     assert refused.code == 1, refused
     assert "benchmarks.json changed" in refused.stderr, refused
@@ -313,7 +313,7 @@ def test_bytecode_beside_a_skills_sources_never_runs(
     assert (attempt.error_kind, attempt.exit_code) == ("folder_changed", None)
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    assert f"a draft of v1 ({cache} added)" in listing.stdout, listing.stdout
+    assert f"a draft of v1 ({cache} added)" in listing.stderr, listing.stderr
 
 
 def test_making_a_published_script_executable_is_a_change(
@@ -325,7 +325,7 @@ def test_making_a_published_script_executable_is_a_change(
     script.chmod(script.stat().st_mode | 0o111)
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    assert "a draft of v1 (greet.py made executable)" in listing.stdout, listing.stdout
+    assert "a draft of v1 (greet.py made executable)" in listing.stderr, listing.stderr
     refused = run_skill(name, vault, inputs={"who": "ada"})
     assert refused.code == 1, refused
     assert "greet.py made executable" in refused.stderr, refused

@@ -139,7 +139,7 @@ def test_killed_pool_process_step_is_redelivered(healthy: Stack, vault: Path,
         if orphan:
             stack.kill_scripts([orphan])
     assert cli.returncode == 0, stderr
-    assert json.loads(stdout) == {"label": "slow"}
+    assert json.loads(stdout)["outputs"] == {"label": "slow"}
 
     assert stack.run(run_id).state == "succeeded"
     slow = stack.steps(run_id, "slow")
@@ -251,7 +251,7 @@ def test_killed_worker_step_is_redispatched_within_the_bound(
         stack: Stack, killed_worker: KilledWorker) -> None:
     cli, run_id = killed_worker.cli, killed_worker.run_id
     assert cli.returncode == 0, cli.stderr
-    assert json.loads(cli.stdout) == {"label": "slow"}
+    assert json.loads(cli.stdout)["outputs"] == {"label": "slow"}
 
     assert stack.run(run_id).state == "succeeded"
     lost, again = stack.steps(run_id, "slow")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 RunSkill = Callable[..., RunResult]
 RUN_KEYS = {"run_id", "skill", "version", "state", "inputs", "outputs", "outputs_ref",
             "error", "failed_step", "failed_item", "started_at", "finished_at",
-            "duration_ms", "source", "triggered_by", "steps"}
+            "duration_ms", "source", "triggered_by", "retry_of", "steps"}
 STEP_KEYS = {"step", "item", "skill", "version", "state", "attempts", "child"}
 ATTEMPT_KEYS = {"attempt", "state", "worker", "daemon", "route", "queue", "started_at",
                 "finished_at", "duration_ms", "error", "error_kind", "exit_code",

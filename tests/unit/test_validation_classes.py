@@ -987,3 +987,21 @@ def test_usage_errors_exit_2_without_a_traceback(tmp_path: Path, args: list[str]
     assert result.code == 2, result.stdout + result.stderr
     assert phrase in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_agent_step_cannot_declare_a_file_output(vault: Vault) -> None:
+    vault.write("scribe/SKILL.md", """\
+---
+name: scribe
+description: Write a short report. Use it when a pipeline needs a report.
+version: 1
+approach: agent
+outputs:
+  - name: report
+    type: file
+---
+
+Write the report.
+""")
+    assert_problem(validate(), "scribe/SKILL.md", "outputs[0].type",
+                   "an agent step cannot return a file ('report')", line=8)

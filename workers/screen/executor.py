@@ -30,6 +30,7 @@ from shared.resolve import ResolveError, Scope, resolve
 from shared.settings import Settings
 from workers.cmd0.display import display_env, display_problem
 from workers.dom0.chromium import configured_chromium, system_chromium
+from workers.file_inputs import DatabaseFiles
 from workers.sandbox import Sandbox
 from workers.screen.artifacts import store_artifacts
 from workers.screen.host import SPEC_VAR, Workspace
@@ -97,7 +98,9 @@ def run_screen_step(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
                     done = run_script(folder, runnable, inputs, secrets=secrets,
                                       timeout_s=timeout_s, workdir=workdir, extra_env=env,
                                       max_output_bytes=settings.max_output_bytes,
-                                      scratch=scratch, sandbox=sandbox)
+                                      scratch=scratch, sandbox=sandbox,
+                                      files=DatabaseFiles(database_url,
+                                                          settings.file_max_bytes))
                 finally:
                     reap(tag)  # a browser outside the host's process group, say
                     unlocked_at = datetime.now(UTC)
