@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/startup.py [--quick] [--runs N] [--keep]
 
 Every figure is the wall time of a fresh process, as a user's shell starts it, the median
-of N runs (default 15, --quick 5) after one warm-up (so the page cache holds the files):
+of N runs (default 15, --quick 5) after one warm-up (so the page cache holds the files
+and the bytecode is cached: PYTHONPYCACHEPREFIX under the stack's home, whatever
+PYTHONDONTWRITEBYTECODE says):
 
   python   `python -c pass` with this venv's interpreter: the floor every command pays
   help     `skillq --help`                                  target: <= 8x python
@@ -13,13 +15,15 @@ of N runs (default 15, --quick 5) after one warm-up (so the page cache holds the
            the library state (labels, pins) from PostgreSQL as a user's `list` does
   catalog  `skillq catalog --vault VAULT`                   (informational)
   run      `skillq run` of a one-step script skill (`skillq new`'s scaffold) on a running
-           stack: submit, a worker runs the script, the result comes back
-                                                            target: <= 300 ms wall
+           stack: submit, a worker runs the script, the result comes back; through the
+           stack's local API, as `skillq up` starts it (the thin client: no Celery,
+           SQLAlchemy or vault code in the command)     target: <= 300 ms wall
 
 The stack is its own: a real Redis and PostgreSQL under a temporary SKILLQ_HOME (the
-embedded default) and one worker serving `default,control` at concurrency 2, as
-`skillq up` starts it. For each command it also records, from `python -X importtime`,
-the modules that took longest to import and whether SQLAlchemy, Celery or Alembic were
+embedded default), one worker serving `default,control` at concurrency 2 and the local
+API (orchestrator/api/process.py start_api), as `skillq up` starts them. For each
+command it also records, from `python -X importtime`, the modules that took longest to
+import and whether SQLAlchemy, Celery or Alembic were
 imported at all (the vault commands need none of them to read a vault).
 
 Results: a table, and benchmarks/results/startup-<date>.json with every sample. Every
@@ -115,6 +119,7 @@ class Stack:
         self.home = home
         self.worker: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
+        self.api_pid: int | None = None
 
     def start(self, vault: Path) -> None:
         from orchestrator.embedded import resolve_endpoints
@@ -125,7 +130,12 @@ class Stack:
                             database_url=None, result_backend=None)
         endpoints = resolve_endpoints(settings)
         upgrade(endpoints.database_url)
-        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("SKILLQ_")},
+        # Bytecode cached as in a user's install (the warm-up writes it), even where the
+        # caller's environment says not to write any (PYTHONDONTWRITEBYTECODE): under
+        # home, so the checkout is left as it was.
+        keep = {k: v for k, v in os.environ.items()
+                if not k.startswith("SKILLQ_") and k != "PYTHONDONTWRITEBYTECODE"}
+        self.env = {**keep, "PYTHONPYCACHEPREFIX": str(self.home / "pycache"),
                     **endpoints.env(), "SKILLQ_HOME": str(self.home),
                     "SKILLQ_VAULT": str(vault),
                     # the step's `python3` is an interpreter, not a pyenv shim
@@ -137,11 +147,18 @@ class Stack:
              "--concurrency", "2", "--name", "bench-startup"],
             env=self.env, cwd=self.home, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
+        # the local API as `skillq up` starts it, for clients with the commands' env
+        from orchestrator.api.apifile import endpoints_key
+        from orchestrator.api.process import start_api
+
+        self.api_pid = start_api(self.home, endpoints, endpoints_key(self.env)).pid
 
     def stop(self) -> None:
+        from orchestrator.api.process import stop_api
         from orchestrator.embedded import stop_embedded
         from orchestrator.local_stack import stop_pids
 
+        stop_api(self.home)
         if self.worker is not None and self.worker.poll() is None:
             stop_pids([(self.worker.pid, signal.SIGTERM)], group=True, timeout_s=15)
             with contextlib.suppress(subprocess.TimeoutExpired):

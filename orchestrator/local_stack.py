@@ -1,4 +1,5 @@
-"""The local workers: one Celery worker process per queue class on this machine.
+"""The local workers: one Celery worker process per queue class on this machine (and,
+beside them, the local API: orchestrator/api/process.py).
 
 One worker cannot hold different concurrency per queue (celery#1599), so each class is its
 own process, and no general worker lists dom0 or cmd0 (it would share their tasks). They
@@ -66,7 +67,7 @@ def nodename(worker: str) -> str:
 def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
     """One detached worker per class, reusing those already running against the same broker."""
     home = home.expanduser().resolve()
-    env, procs = _worker_env(home, endpoints), []
+    env, procs = stack_env(home, endpoints), []
     with stack_lock(home):
         for sub in ("run", "logs"):
             (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -152,7 +153,10 @@ def stack_status(home: Path) -> list[Service]:
             found.append(Service(f"worker {worker.name}", pid, running,
                                  f"queues {','.join(worker.queues)}, "
                                  f"concurrency {worker.concurrency}"))
-    return found
+    from orchestrator.api.process import api_service  # here: it imports this module
+
+    api = api_service(home)
+    return [*found, api] if api is not None else found
 
 
 def _pidfile(home: Path, worker: str) -> Path:
@@ -174,7 +178,7 @@ def _serves(pid: int, endpoints: Endpoints) -> bool:
     return f"SKILLQ_BROKER_URL={endpoints.broker_url}".encode() in environ
 
 
-def _worker_env(home: Path, endpoints: Endpoints) -> dict[str, str]:
+def stack_env(home: Path, endpoints: Endpoints) -> dict[str, str]:
     """This environment, its SKILLQ_* settings made explicit (.env values, relative paths
     resolved here), then the endpoints and home."""
     settings, env = get_settings(), dict(os.environ)

@@ -4,8 +4,10 @@
      ├── ConfigError            settings or environment unusable (names the variable)
      │    ├── SecretsFileError   the secrets file is readable by others, or malformed
      │    ├── SandboxError       steps cannot be isolated as SKILLQ_SANDBOX asks
-     │    └── DaemonKeyError     this SKILLQ_HOME's daemon key is unusable (readable by
+     │    ├── DaemonKeyError     this SKILLQ_HOME's daemon key is unusable (readable by
      │                           others, unreadable) or revoked
+     │    └── ApiError           the local API (SKILLQ_HOME/api.json) refused this command
+     │                           (token, Host) or broke off mid-request
      ├── VaultError             the vault folder itself cannot be read
      │    └── SkillNotFound      a name that no skill in the vault has
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
@@ -13,6 +15,8 @@
      ├── NoWorker               no online daemon can run a step of the run (before dispatch)
      ├── DatabaseUnreachable    a client waited out SKILLQ_DATABASE_OUTAGE_S and gave up
      ├── PipelineFailed         a run aborted (names the step, the item, the error)
+     ├── Relayed                a SkillqError the local API raised for `skillq run`: its
+     │                          message and exit code, as the command itself would give
      ├── TestsFailed            `skillq test`: a case failed
      ├── ExportError            a skill cannot be written in the requested on-disk form
      ├── LibraryError           a library change refused (pins full, bad label, unknown skill)
@@ -223,6 +227,18 @@ class CronError(ScheduleError):
 
 class DashboardError(SkillqError):
     exit_code = 2
+
+
+class ApiError(ConfigError):
+    """The local API refused a command (its token, the Host) or broke off mid-request."""
+
+
+class Relayed(SkillqError):
+    """An error the local API raised while serving `skillq run`, relayed as it was."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class NoWorker(SkillqError):

@@ -111,7 +111,8 @@ def size_problem(size: int, max_bytes: int) -> str | None:
 
 def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path | None = None,
                      *, max_bytes: int | None = None, files_from: Path | None = None,
-                     local_files: bool = True) -> dict[str, Any]:
+                     local_files: bool = True,
+                     inputs_data: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``--input k=v`` pairs (typed by the declared inputs) over an ``--inputs-file`` JSON.
 
     Repeating ``--input k=...`` for an array input appends to it. No value may be larger
@@ -122,6 +123,8 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
     for ``--input``, to the inputs file's folder for ``--inputs-file``; each file must
     exist and fit the file_max_bytes setting. ``local_files=False`` (a form served to
     others): paths on this machine are refused, only stored files are taken.
+    ``inputs_data``: the inputs file's object, already read by the caller (the local API
+    gets it from `skillq run`); ``inputs_file`` then only names it and its folder.
     """
     settings = get_settings()
     if max_bytes is None:
@@ -131,7 +134,9 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
     given: dict[str, Any] = {}
     if inputs_file is not None:
         shown = display_path(inputs_file)
-        for key, value in _read_inputs_file(inputs_file, problems).items():
+        data = dict(inputs_data) if inputs_data is not None \
+            else _read_inputs_file(inputs_file, problems)
+        for key, value in data.items():
             too_big = size_problem(value_bytes(value), max_bytes)
             if too_big:
                 problems.append(Problem(shown, key, too_big))

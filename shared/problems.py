@@ -8,9 +8,11 @@ that is not known, `did_you_mean` offers the one meant, only when the miss is ne
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +32,35 @@ class Problem:
         return f"{where}: {self.field}: {self.message}"
 
 
+# The folder paths are shown from when it is not this process's working directory: the
+# local API (orchestrator/api/) checks a run for a `skillq run` started elsewhere, and its
+# messages must read as that command's own would.
+_shown_from: ContextVar[str | None] = ContextVar("shown_from", default=None)
+
+
+def display_base() -> str:
+    """The folder display_path shows paths relative to (a cache key, too)."""
+    return _shown_from.get() or os.getcwd()  # noqa: PTH109 (a string key)
+
+
+@contextlib.contextmanager
+def shown_from(folder: str) -> Iterator[None]:
+    """display_path relative to ``folder`` (an absolute path) in this context only."""
+    token = _shown_from.set(folder)
+    try:
+        yield
+    finally:
+        _shown_from.reset(token)
+
+
 def display_path(path: Path) -> str:
     """A path relative to the working directory when it is below it, else as given."""
+    base = display_base()
+    full = path
+    if not path.is_absolute() and _shown_from.get() is not None:
+        full = Path(base) / path  # relative to the caller's folder, not this process's
     try:
-        return str(path.resolve().relative_to(_cwd(os.getcwd())))  # noqa: PTH109 (cache key)
+        return str(full.resolve().relative_to(_cwd(base)))
     except ValueError:
         return str(path)
 

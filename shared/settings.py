@@ -93,6 +93,9 @@ class Settings(BaseSettings):
                                  "(name or name:port; * turns the check off) the dashboard "
                                  "answers to besides the address it listens on, e.g. the "
                                  "name a reverse proxy forwards")
+    api_port: int = Field(default=0, ge=0, le=65535, description="the port the local API "
+                          "(`skillq api`, started by `skillq up`; 127.0.0.1 only) listens "
+                          "on; 0 = a free one, recorded in SKILLQ_HOME/api.json")
     chromium_path: Path | None = Field(default=None, description="the browser dom0 steps "
                                        "launch; unset = Playwright's own, else the system's")
     agent_model: str | None = Field(default=None, description="the model agent steps use "

@@ -16,7 +16,7 @@ from pathlib import Path
 from shared.checks import check_skill
 from shared.errors import SkillNotFound, VaultError
 from shared.pipeline_checks import check_pipeline, check_sub_skill_cycles, check_sub_skills_file
-from shared.problems import Problem, display_path
+from shared.problems import Problem, display_base, display_path
 from shared.skill import SIDECAR, Skill, is_skill_folder, load_skill
 
 DISCOVERY_TTL_S = 5.0
@@ -87,13 +87,14 @@ def load_vault(root: Path) -> Vault:
                  tuple(folders), cycles)
 
 
-_cache: dict[Path, tuple[float, Vault]] = {}
+# By folder and by where its problems' paths are shown from (they are rendered at load).
+_cache: dict[tuple[Path, str], tuple[float, Vault]] = {}
 _lock = threading.Lock()
 
 
 def open_vault(root: Path, *, ttl_s: float = DISCOVERY_TTL_S) -> Vault:
     """The vault at ``root``, reused for ``ttl_s`` seconds after it was read."""
-    key = root.resolve()
+    key = (root.resolve(), display_base())
     now = time.monotonic()
     with _lock:
         hit = _cache.get(key)

@@ -63,11 +63,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Files and large values in the shared store: `skillq artifact get REF [-o PATH]`."),
     ("up", "stack_cmds",
      "Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are "
-     "set) and one worker per queue class."),
+     "set), one worker per queue class and the local API."),
     ("down", "stack_cmds",
-     "Stop the local workers, then the embedded servers (graceful, then killed)."),
+     "Stop the local API and workers, then the embedded servers (graceful, then killed)."),
     ("status", "stack_cmds",
-     "What runs under SKILLQ_HOME: embedded servers and workers, with pids and ports."),
+     "What runs under SKILLQ_HOME: embedded servers, workers and the local API, with pids "
+     "and ports."),
     ("enable", "library_cmds", "Let a disabled skill run again."),
     ("disable", "library_cmds",
      "Stop a skill from running (`skillq run`, and any orchestrator that calls it, are "
@@ -107,6 +108,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("flower", "flower_cmd",
      "Flower: workers, queues and tasks, with basic auth from SKILLQ_FLOWER_AUTH."),
     ("dashboard", "dashboard_cmds", "Serve the dashboard until interrupted (Ctrl-C)."),
+    ("api", "api_cmd", "Serve the local API that `skillq run` submits through, until "
+     "interrupted."),
+    ("mcp", "mcp_cmd",
+     "Serve the vault's skills to MCP clients: list, load and run skills, file notes."),
     ("daemons", "daemon_cmds",
      "Daemons: online or offline, role, capabilities, software, queues, model providers, "
      "key, last heartbeat; and their keys."),
@@ -161,6 +166,15 @@ class LazyGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = LazyCommands()
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        from orchestrator.cli.light_params import lighten
+
+        # --version, --help and the completion flags (typer adds those after __init__)
+        # read without pydantic: the thin `skillq run` never imports it (light_params.py)
+        params = super().get_params(ctx)
+        lighten(params)
+        return params
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)

@@ -1,7 +1,9 @@
 """What every command shares: the vault option, consoles, and turning errors into exits.
 
 Every command module imports this one, so it stays light: the vault code and the
-settings are imported when a command first asks for a vault.
+settings are imported when a command first asks for a vault, and rich when a command
+first asks for a console (``out``, ``err``), so the thin `skillq run` has its run
+submitted before it pays for rich (orchestrator/cli/run_client.py).
 """
 
 from __future__ import annotations
@@ -10,13 +12,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from shared.vault import Vault
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def __getattr__(name: str) -> Console:
+    """``out`` (stdout) and ``err`` (stderr), made on first use, then module attributes."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    console = Console(stderr=name == "err", highlight=False, soft_wrap=True)
+    globals()[name] = console
+    return console
+
 
 VaultOption = Annotated[
     Path | None,

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orchestrator.cli.common import VaultOption, err, out, vault
+from orchestrator.cli import common
+from orchestrator.cli.common import VaultOption, vault
 from shared.errors import PipelineFailed
 from shared.states import RunState
 
@@ -27,7 +28,9 @@ JsonOption = Annotated[bool, typer.Option(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    from orchestrator.cli.light_params import LightCommand
+
+    app.command("run", cls=LightCommand)(run)  # no pydantic for the thin path
     app.command("worker")(worker)
 
 
@@ -46,6 +49,14 @@ def run(
     """Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input.
 
     Ctrl-C cancels the run (a second Ctrl-C exits at once); --detach leaves it running."""
+    from orchestrator.cli.run_client import submit_through_api
+
+    # A running stack's local API first: this process then imports no Celery, SQLAlchemy
+    # or vault code at all (about a second of a cold start). Without one, the run is
+    # submitted from here, exactly as before.
+    if submit_through_api(name, inputs or [], inputs_file, as_json=as_json, detach=detach,
+                          vault_opt=vault_opt):
+        return
     from orchestrator.connect import connect
     from orchestrator.launch import start_run
     from orchestrator.submit import checked
@@ -60,14 +71,14 @@ def run(
                        workdir=str(Path.cwd()))
     announce(run_id)
     if detach:
-        out.print(run_id, markup=False)
+        common.out.print(run_id, markup=False)
         return
     follow(conn, run_id, as_json, cancel_on_interrupt=True)
 
 
 def announce(run_id: str) -> None:
     """The run id, on stderr whatever else is asked for: stdout stays the result's."""
-    err.print(f"run {run_id}", markup=False)
+    common.err.print(f"run {run_id}", markup=False)
 
 
 def follow(conn: Connection, run_id: str, as_json: bool, *,
@@ -78,7 +89,7 @@ def follow(conn: Connection, run_id: str, as_json: bool, *,
         final = _wait(conn, run_id, as_json)
     except KeyboardInterrupt:
         if not cancel_on_interrupt:
-            err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
+            common.err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
                       f"`skillq cancel {run_id}`)", markup=False)
             raise typer.Exit(INTERRUPTED) from None
         final = _cancel_interrupted(conn, run_id)
@@ -98,32 +109,26 @@ def _cancel_interrupted(conn: Connection, run_id: str) -> PipelineRun:
         os._exit(INTERRUPTED)
 
     signal.signal(signal.SIGINT, at_once)
-    err.print(f"cancelling run {run_id} (Ctrl-C again to exit at once)", markup=False)
+    common.err.print(f"cancelling run {run_id} (Ctrl-C again to exit at once)", markup=False)
     done = cancel_run(conn, run_id, "cancelled: Ctrl-C on the `skillq` command following it")
     final, _ = run_progress(conn, run_id, counts=False)
     if done.ended_now:
         stopped = f"; {len(done.stopped)} running step(s) stopped" if done.stopped else ""
-        err.print(f"run {run_id} cancelled{stopped}", markup=False)
+        common.err.print(f"run {run_id} cancelled{stopped}", markup=False)
     return final
 
 
 def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    from orchestrator.cli.run_bar import progress_bar
     from orchestrator.launch import Progress as RunProgress
     from orchestrator.launch import wait_run
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=False, disable=quiet) as bar:
-        task = bar.add_task(f"{run_id}", total=None)
+    with progress_bar(run_id, quiet) as show:
 
-        def show(p: RunProgress) -> None:
-            detail = ", ".join(f"{n} {s}" for s, n in sorted(p.counts.items())) or "starting"
-            bar.update(task, total=p.total or None, completed=p.done,
-                       description=f"{run_id}: {detail}")
+        def shown(p: RunProgress) -> None:
+            show(p.total, p.done, p.counts)
 
-        return wait_run(conn, run_id, on_progress=show)
+        return wait_run(conn, run_id, on_progress=shown)
 
 
 def result_json(conn: Connection, run: PipelineRun) -> dict[str, Any]:
@@ -144,14 +149,23 @@ def _print_json(conn: Connection, run: PipelineRun) -> None:
     sys.stdout.flush()
 
 
+def failure_message(run: PipelineRun) -> str:
+    """What `skillq run` says (as ``error: ...``, exit 1) of a run that did not succeed."""
+    what = "was cancelled" if run.state == RunState.CANCELLED else "aborted"
+    return f"run {run.id} of {run.skill} {what}: {run.error}"
+
+
+def success_line(run: PipelineRun) -> str:
+    return f"✓ {run.skill} succeeded (run {run.id})"
+
+
 def report(conn: Connection, run: PipelineRun, as_json: bool) -> None:
     if as_json:
         _print_json(conn, run)
     if run.state != RunState.SUCCEEDED:
-        what = "was cancelled" if run.state == RunState.CANCELLED else "aborted"
-        raise PipelineFailed(f"run {run.id} of {run.skill} {what}: {run.error}")
+        raise PipelineFailed(failure_message(run))
     if not as_json:
-        err.print(f"✓ {run.skill} succeeded (run {run.id})", style="green")
+        common.err.print(success_line(run), style="green")
         print(json.dumps(result_json(conn, run)["outputs"], indent=2, ensure_ascii=False))
         sys.stdout.flush()
 

@@ -17,7 +17,9 @@ RunIdArg = Annotated[str, typer.Argument(help="The run id (`skillq runs` lists t
 
 def register(app: typer.Typer) -> None:
     app.command("cancel")(cancel)
-    app.command("wait")(wait)
+    from orchestrator.cli.light_params import LightCommand
+
+    app.command("wait", cls=LightCommand)(wait)  # no pydantic for the thin path
     app.command("retry")(retry)
 
 
@@ -53,6 +55,10 @@ def wait(run_id: RunIdArg, as_json: JsonOption = False) -> None:
     As `skillq run` follows one (a `--detach`ed run, say): the same progress, --json and
     exit codes (0 succeeded, 1 failed or cancelled). Ctrl-C stops waiting; the run goes
     on."""
+    from orchestrator.cli.run_client import wait_through_api
+
+    if wait_through_api(run_id, as_json):  # a running stack's local API (run_cmds.run)
+        return
     from orchestrator.connect import connect
     from orchestrator.launch import run_progress
 

@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from orchestrator.api.apifile import endpoints_key
+from orchestrator.api.process import start_api, stop_api
 from orchestrator.cli.common import VaultOption, err, out
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
@@ -32,7 +34,7 @@ def up(
     vault_opt: VaultOption = None,
 ) -> None:
     """Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are
-    set) and one worker per queue class. Already running parts are reused.
+    set), one worker per queue class and the local API. Already running parts are reused.
 
     --vault: the vault the started workers announce and serve (workers already running
     keep theirs).
@@ -43,7 +45,7 @@ def up(
         if not vault_opt.is_dir():
             raise VaultError(f"vault {display_path(vault_opt)} is not a folder; pass --vault "
                              "with the folder of skills the workers should serve")
-        # the workers' environment is built from the settings (local_stack._worker_env)
+        # the workers' environment is built from the settings (local_stack.stack_env)
         os.environ["SKILLQ_VAULT"] = str(vault_opt.expanduser().resolve())
     settings = get_settings()
     home = settings.home.expanduser().resolve()
@@ -58,6 +60,10 @@ def up(
         wait_ready(endpoints, [p.worker.name for p in procs], timeout, home=home,
                    progress=lambda n, total: spinner.update(
                        f"waiting for workers: {n}/{total} ready…"))
+        spinner.update("starting the local API…")
+        # `skillq run` submits through it (orchestrator/cli/run_client.py) when this
+        # caller's environment names the same servers: the key is of the caller's.
+        api = start_api(home, endpoints, endpoints_key(os.environ), timeout_s=timeout)
     for label, url in (("broker", endpoints.broker_url), ("results", endpoints.result_backend),
                        ("database", endpoints.database_url)):
         out.print(f"{label:<9} {mask_url(url)}", markup=False)
@@ -66,6 +72,8 @@ def up(
         out.print(f"worker {proc.worker.name:<8} pid {proc.pid:<7} queues "
                   f"{','.join(proc.worker.queues)}, concurrency {proc.worker.concurrency} "
                   f"({state})", markup=False)
+    out.print(f"api      pid {api.pid:<7} http://127.0.0.1:{api.port}/ "
+              f"({'already running' if api.reused else 'started'})", markup=False)
     out.print(f"logs in {home / 'logs'}; stop with `skillq down`", markup=False)
 
 
@@ -74,19 +82,22 @@ def down(
         help="Seconds a worker may take to finish its running steps before it is killed."
     )] = 30.0,
 ) -> None:
-    """Stop the local workers, then the embedded servers (graceful, then killed)."""
+    """Stop the local API and workers, then the embedded servers (graceful, then killed)."""
     home = get_settings().home.expanduser().resolve()
-    with err.status("stopping workers…") as spinner:
+    with err.status("stopping the local API…") as spinner:
+        api = stop_api(home)  # first: no run is submitted to workers being stopped
+        spinner.update("stopping workers…")
         workers = stop_workers(home, timeout_s=timeout)
         spinner.update("stopping Redis and PostgreSQL…")
         servers = stop_embedded(home)
-    stopped = [f"worker {name}" for name in workers] + servers
+    stopped = ["api"] * api + [f"worker {name}" for name in workers] + servers
     out.print(f"stopped: {', '.join(stopped)}" if stopped else f"nothing was running under {home}",
               markup=False)
 
 
 def status() -> None:
-    """What runs under SKILLQ_HOME: embedded servers and workers, with pids and ports."""
+    """What runs under SKILLQ_HOME: embedded servers, workers and the local API, with pids
+    and ports."""
     home = get_settings().home.expanduser().resolve()
     services = stack_status(home)
     if not services:

@@ -132,6 +132,33 @@ def test_a_budget_stops_the_requests_it_cannot_pay_for(
     assert step.cost_usd == pytest.approx(0.002)
 
 
+def test_a_cancelled_agent_step_sends_no_request_after_the_cancel(
+        healthy: Stack, agents: Path, llm: FakeLLM, tmp_path: Path) -> None:
+    k = key()
+    # turn 0 at once; turn 1 in flight (4 s) when the run is cancelled; turn 2 never asked
+    llm.script(k, call("skill", name="style-guide"),
+               {**call("skill", name="style-guide"), "delay_s": 4},
+               answer(summary="never", words=0))
+    proc = healthy.cli("run", "summarize", "--vault", str(agents), "--input",
+                       f"text={llm.marker(k)} x", "--detach", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    wait_until(lambda: len(llm.requests(k)) == 2, 60, "the second model request")
+    cancelled = healthy.cli("cancel", run_id, cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    # The in-flight answer comes back about 4 s after it was asked for; an agent that
+    # went on would ask for turn 2 at once. Its attempt's end is the step's last word.
+    wait_until(lambda: any("execute_step" in line and run_id in line and
+                           ("succeeded" in line or "raised" in line)
+                           for line in healthy.workers[AGENT_WORKER].log.read_text(
+                               errors="replace").splitlines()),
+               60, "the agent worker to finish the cancelled step's message")
+    assert len(llm.requests(k)) == 2, llm.requests(k)
+    assert healthy.run(run_id).state == "cancelled"
+    (step,) = healthy.steps(run_id)
+    assert step.state == "cancelled", step.state
+
+
 def test_a_retried_step_replays_the_turns_it_paid_for(
         healthy: Stack, agents: Path, llm: FakeLLM, run_skill: RunSkill) -> None:
     k = key()

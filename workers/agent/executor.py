@@ -24,13 +24,15 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.models import infer_model
 from pydantic_ai.usage import UsageLimits
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from lifecycle.context import WorkerContext
 from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
+from shared.db.models import StepRun
 from shared.db.session import transaction
 from shared.errors import AgentError
 from shared.skill import Skill
+from shared.states import StepState
 from shared.vault import open_skill
 from workers.agent import tools_spec
 from workers.agent.calls import Calls
@@ -79,6 +81,10 @@ class BudgetSpent(Exception):
     """The step item's turns have cost its ``budget_usd``: no request is paid for."""
 
 
+class StepCancelled(Exception):  # a signal: its run was cancelled, nothing more is paid for
+    pass
+
+
 @dataclass
 class AgentOutcome:
     ok: bool
@@ -100,9 +106,9 @@ class _Turns:
     transaction: a turn paid for is on record even if the worker dies a moment later)."""
 
     def __init__(self, database_url: str, key: TurnKey, attempt: int,
-                 budget_usd: float | None) -> None:
+                 budget_usd: float | None, row_id: str) -> None:
         self.database_url, self.key, self.attempt = database_url, key, attempt
-        self.budget_usd = budget_usd
+        self.budget_usd, self.row_id = budget_usd, row_id
         with transaction(database_url) as session:
             self.rows = {t.turn: _turn_of(t) for t in recorded_turns(session, key)}
             # what its execute_skill runs cost, however deep: read when it (re)starts,
@@ -114,6 +120,13 @@ class _Turns:
         return self.rows.get(index)
 
     def before_request(self, index: int) -> None:
+        # An agent step has no process for `skillq cancel` to end: it stops here, before
+        # the next request is paid for (one indexed read a model turn).
+        with transaction(self.database_url) as session:
+            state = session.scalar(select(StepRun.state).where(StepRun.id == self.row_id))
+        if state == StepState.CANCELLED:
+            raise StepCancelled(f"cancelled: its run was cancelled before model request "
+                                f"{index + 1}")
         spent = self.cost_usd + self.sub_skills_usd
         if self.budget_usd is not None and spent >= self.budget_usd:
             raise BudgetSpent(f"budget of ${self.budget_usd:g} reached (spent "
@@ -191,7 +204,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                           prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
                           catalog_budget_chars=ctx.settings.agent_catalog_budget_chars,
                           tool_calls=tool_calls)
-    turns = _Turns(ctx.database_url, key, attempt, m.budget_usd)
+    turns = _Turns(ctx.database_url, key, attempt, m.budget_usd, row_id)
     model = RecordedModel(wrapped, turns, str(ref))
     allowed = list(prompt.catalog) if tool_calls else []
     tools = [_skill_tool(skill, skill.folder.parent, allowed)] if allowed else []
@@ -218,6 +231,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
             outcome.ok, outcome.outputs = True, outputs_of(result.output)
     except BudgetSpent as exc:
         outcome.error, outcome.error_kind = str(exc), "budget"
+    except StepCancelled as exc:  # its record is the cancellation's: this one is refused
+        outcome.error, outcome.error_kind = str(exc), "cancelled"
     except UsageLimitExceeded as exc:
         outcome.error = f"max_turns of {m.max_turns} reached: {exc}"
         outcome.error_kind = "max_turns"

@@ -1,0 +1,54 @@
+"""Serving the local API: bind 127.0.0.1, record the port and a fresh token in
+SKILLQ_HOME/api.json, serve until SIGTERM or Ctrl-C, then remove the record.
+
+The socket listens before api.json names it, so a client that finds the file is never
+refused; the record goes when the server stops (if it still holds this server's token),
+and a client that finds a stale one falls back to submitting runs itself.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from pathlib import Path
+
+from orchestrator.api.apifile import ApiInfo, remove_api, write_api
+from orchestrator.connect import Connection
+
+HOST = "127.0.0.1"  # loopback only: the API trusts paths its client names (api/runs.py)
+GRACE_S = 1  # open long-polls are cut after this on shutdown; their clients ask again
+
+
+def bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(conn: Connection, sock: socket.socket, home: Path, endpoints: str) -> None:
+    import uvicorn
+
+    from orchestrator.api.app import create_app
+    from orchestrator.api.run_ends import RunEnds
+
+    port = int(sock.getsockname()[1])
+    token = secrets.token_urlsafe(32)
+    ends = RunEnds(conn.endpoints.database_url)
+    ends.start()
+    config = uvicorn.Config(create_app(conn, ends, token, port), log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=GRACE_S)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_api(home, ApiInfo(port=port, token=token, pid=os.getpid(), endpoints=endpoints))
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        remove_api(home, token)
+        ends.stop()

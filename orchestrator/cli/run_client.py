@@ -1,0 +1,253 @@
+"""`skillq run` and `skillq wait` as thin clients of a running stack's local API.
+
+A cold `skillq run` used to spend about a second importing Celery, kombu, SQLAlchemy,
+psycopg, cryptography and the vault code before it submitted anything. When
+SKILLQ_HOME/api.json names a live local API (orchestrator/api/), the run is submitted and
+followed through it instead, and this process imports the standard library, typer and
+rich only (tests/unit/test_run_client.py holds it to that): no shared.vault, pydantic,
+SQLAlchemy or Celery here, not even indirectly.
+
+What the user sees is the direct path's, line for line: the run id on stderr, the same
+progress bar (run_bar.py), the same --json object and lines (built by the server with
+run_cmds.py's own functions), the same exit codes and Ctrl-C handling. Whenever the API
+cannot be used safely the caller takes the direct path: no api.json, a dead server, a
+refused connection (nothing was sent), another environment's endpoints, a .env file
+here that sets SKILLQ_ variables (only shared/settings.py reads those), or an inputs
+file the direct path would refuse (it names the problem exactly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from orchestrator.api.apifile import ApiInfo, endpoints_key, home_of, read_api
+from orchestrator.cli import common
+from orchestrator.cli.loopback_http import BrokeOff, NotConnected, request
+from shared.errors import ApiError, PipelineFailed, Relayed
+
+INTERRUPTED = 130  # as run_cmds.INTERRUPTED (not imported: run_cmds is the heavy side)
+POLL_WAIT_S = 10.0  # one long-poll; the server answers at once on any change
+SUBMIT_TIMEOUT_S = 300.0  # the server's checks may wait for a starting worker
+CTRL_C_REASON = "cancelled: Ctrl-C on the `skillq` command following it"  # as run_cmds
+
+
+class Unreachable(Exception):
+    """The API cannot be used, and nothing it would act on reached it: take the direct
+    path. ``sent``: the request may have reached it (unsafe to submit again)."""
+
+    def __init__(self, why: str, *, sent: bool) -> None:
+        super().__init__(why)
+        self.sent = sent
+
+
+class Client:
+    def __init__(self, info: ApiInfo) -> None:
+        self.port = info.port
+        self.headers = {"Authorization": f"Bearer {info.token}",
+                        "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body: Any = None,
+             timeout_s: float = 30.0) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        try:
+            status, raw = request(self.port, method, path, self.headers, data, timeout_s)
+        except NotConnected as exc:
+            raise Unreachable(str(exc), sent=False) from None
+        except BrokeOff as exc:
+            raise Unreachable(str(exc), sent=True) from None
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            found = None
+        if status < 300 and isinstance(found, dict):
+            return found
+        refused = _error_of(found)
+        if refused is None:  # not the skillq API answering: nothing was done
+            raise Unreachable(f"HTTP {status} from 127.0.0.1:{self.port}", sent=False)
+        message, code = refused
+        if status in (401, 421):
+            raise ApiError(f"{message}; SKILLQ_HOME/api.json names another server or is "
+                           "stale: restart the API (`skillq up`) or remove the file to "
+                           "submit without it")
+        raise Relayed(message, code)
+
+
+def _error_of(found: Any) -> tuple[str, int] | None:
+    try:
+        return str(found["error"]), int(found["exit_code"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _client() -> Client | None:
+    """A client of this SKILLQ_HOME's local API, or None: take the direct path."""
+    env = os.environ
+    if _dotenv_sets_skillq(Path(".env")):
+        return None
+    info = read_api(home_of(env))
+    if info is None or info.endpoints != endpoints_key(env) or not _alive(info.pid):
+        return None
+    return Client(info)
+
+
+def _dotenv_sets_skillq(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(line.strip().removeprefix("export ").lstrip().startswith("SKILLQ_")
+               for line in text.splitlines())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: the connection will tell
+    return True
+
+
+def _inputs_object(path: Path) -> dict[str, Any] | None:
+    """The inputs file's object; None when the direct path would refuse it (it says why)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def submit_through_api(name: str, pairs: list[str], inputs_file: Path | None, *,
+                       as_json: bool, detach: bool, vault_opt: Path | None) -> bool:
+    """`skillq run` through the local API; False (nothing done) to take the direct path."""
+    client = _client()
+    if client is None:
+        return False
+    vault = vault_opt if vault_opt is not None else Path(os.environ.get("SKILLQ_VAULT")
+                                                         or "vault")
+    body: dict[str, Any] = {"skill": name, "vault": str(vault.absolute()), "pairs": pairs,
+                            "inputs_file": None, "workdir": str(Path.cwd()),
+                            "triggered_by": "cli"}
+    if inputs_file is not None:
+        data = _inputs_object(inputs_file)
+        if data is None:
+            return False
+        body.update(inputs_file=data, inputs_file_dir=str(inputs_file.absolute().parent),
+                    inputs_file_name=inputs_file.name)
+    try:
+        run_id = str(client.call("POST", "/v1/runs", body, SUBMIT_TIMEOUT_S)["run_id"])
+    except Unreachable as exc:
+        if not exc.sent:
+            return False
+        raise ApiError(f"the local API broke off while submitting ({exc}); the run may "
+                       f"have been recorded: `skillq runs {name}`") from None
+    common.err.print(f"run {run_id}", markup=False)
+    if detach:
+        common.out.print(run_id, markup=False)
+        return True
+    follow(client, run_id, as_json, cancel_on_interrupt=True)
+    return True
+
+
+def wait_through_api(run_id: str, as_json: bool) -> bool:
+    """`skillq wait` through the local API; False (nothing done) for the direct path."""
+    client = _client()
+    if client is None:
+        return False
+    try:
+        client.call("GET", f"/v1/runs/{urllib.parse.quote(run_id, safe='')}?wait_s=0")
+    except Unreachable:
+        return False
+    common.err.print(f"run {run_id}", markup=False)
+    follow(client, run_id, as_json, cancel_on_interrupt=False)
+    return True
+
+
+def follow(client: Client, run_id: str, as_json: bool, *, cancel_on_interrupt: bool) -> None:
+    """run_cmds.follow, through the API."""
+    try:
+        final = _wait(client, run_id, as_json)
+    except KeyboardInterrupt:
+        if not cancel_on_interrupt:
+            common.err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
+                      f"`skillq cancel {run_id}`)", markup=False)
+            raise typer.Exit(INTERRUPTED) from None
+        final = _cancel_interrupted(client, run_id)
+        if final["state"] == "cancelled":
+            if as_json:
+                _print_json(final)
+            raise typer.Exit(INTERRUPTED) from None
+    except Unreachable as exc:
+        # The run is recorded and goes on without the API: follow it from here instead.
+        common.err.print(f"lost the local API ({exc}); following run {run_id} directly",
+                  markup=False)
+        from orchestrator.cli import run_cmds
+        from orchestrator.connect import connect
+
+        run_cmds.follow(connect(), run_id, as_json, cancel_on_interrupt=cancel_on_interrupt)
+        return
+    report(final, as_json)
+
+
+def _wait(client: Client, run_id: str, quiet: bool) -> dict[str, Any]:
+    from orchestrator.cli.run_bar import progress_bar
+
+    path = f"/v1/runs/{urllib.parse.quote(run_id, safe='')}"
+    token: str | None = None
+    with progress_bar(run_id, quiet) as show:
+        while True:
+            query = urllib.parse.urlencode({"wait_s": POLL_WAIT_S,
+                                            **({"after": token} if token else {})})
+            found = client.call("GET", f"{path}?{query}", timeout_s=POLL_WAIT_S + 30)
+            if found["ended"]:
+                return found
+            show(int(found["total"]), int(found["done"]), found["counts"])
+            token = str(found["token"])
+
+
+def _cancel_interrupted(client: Client, run_id: str) -> dict[str, Any]:
+    def at_once(signum: int, frame: Any) -> None:
+        print(f"exiting; run {run_id} may still be running (`skillq cancel {run_id}`)",
+              file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED)
+
+    signal.signal(signal.SIGINT, at_once)
+    common.err.print(f"cancelling run {run_id} (Ctrl-C again to exit at once)", markup=False)
+    try:
+        done = client.call("POST", f"/v1/runs/{urllib.parse.quote(run_id, safe='')}/cancel",
+                           {"reason": CTRL_C_REASON}, SUBMIT_TIMEOUT_S)
+    except Unreachable as exc:
+        raise ApiError(f"lost the local API while cancelling run {run_id} ({exc}); "
+                       f"`skillq cancel {run_id}`") from None
+    if done["ended_now"]:
+        stopped = f"; {len(done['stopped'])} running step(s) stopped" if done["stopped"] \
+            else ""
+        common.err.print(f"run {run_id} cancelled{stopped}", markup=False)
+    final: dict[str, Any] = done["run"]
+    return final
+
+
+def _print_json(final: dict[str, Any]) -> None:
+    print(json.dumps(final["result"], ensure_ascii=False))
+    sys.stdout.flush()
+
+
+def report(final: dict[str, Any], as_json: bool) -> None:
+    """run_cmds.report, from the server's end-of-run answer."""
+    if as_json:
+        _print_json(final)
+    if final["state"] != "succeeded":
+        raise PipelineFailed(str(final["failure"]))
+    if not as_json:
+        common.err.print(str(final["success"]), style="green")
+        print(json.dumps(final["result"]["outputs"], indent=2, ensure_ascii=False))
+        sys.stdout.flush()

@@ -1,0 +1,155 @@
+"""The MCP server: the library as tools, each enabled skill's instructions as a prompt.
+
+Tools, named and shaped after the agent runtime's (docs/agent-steps.md), so a client's
+model meets skillq's skills the way an agent step does:
+
+  list_skills       the catalog of enabled, valid skills: names, descriptions, interfaces
+  load_skill        one skill's instructions and interface (the seed's ``skill`` tool)
+  run_skill         run a skill through the queues, as `skillq run` does; its typed
+                    outputs, or why it failed (the seed's ``execute_skill``)
+  improvement_note  file a note on a skill that failed (the seed's
+                    ``skill_improvement_note``): notes, never edits
+
+A run is recorded like any other (source ``production``, triggered by ``mcp``). A
+SkillqError reaches the client as the tool's error text; anything else is the SDK's
+"Error executing tool" and a traceback in this server's log, never the client's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import Prompt
+
+from orchestrator.mcp.library import Library, instructions, listing
+from shared.errors import SkillqError
+
+if TYPE_CHECKING:
+    from orchestrator.connect import Connection
+
+RUN_TIMEOUT_S = 3600.0  # a client that waits longer gets the run id to look up
+
+
+class Server:
+    """The vault's MCP surface; the stack is connected to on the first run."""
+
+    def __init__(self, root: Path, ttl_s: float) -> None:
+        self.root, self.ttl_s = root, ttl_s
+        self._conn: Connection | None = None
+
+    def library(self) -> Library:
+        return Library.read(self.root, self.ttl_s)
+
+    def connection(self) -> Connection:
+        if self._conn is None:
+            from orchestrator.connect import connect
+
+            self._conn = connect()  # the embedded default starts its workers, as `run` does
+        return self._conn
+
+    # -- the tools (blocking: each runs in a worker thread) ---------------------------
+
+    def list_skills(self) -> list[dict[str, Any]]:
+        library = self.library()
+        return [listing(skill, library.view) for skill in library.enabled()]
+
+    def load_skill(self, name: str) -> str:
+        return instructions(self.library().get(name))
+
+    def run_skill(self, name: str, inputs: dict[str, Any] | None,
+                  timeout_s: float) -> dict[str, Any]:
+        from orchestrator.cli.run_cmds import result_json
+        from orchestrator.launch import start_run, wait_run
+
+        library = self.library()
+        skill = library.get(name)
+        conn = self.connection()
+        run_id = start_run(conn, library.vault, skill, inputs or {}, source="production",
+                           triggered_by="mcp", workdir=str(Path.cwd()))
+        try:
+            final = wait_run(conn, run_id, timeout_s=timeout_s, on_outage=lambda _: None)
+        except SkillqError as exc:  # still going after timeout_s: say where to look
+            raise SkillqError(f"{exc}; `skillq wait {run_id}` follows it") from None
+        return result_json(conn, final)
+
+    def improvement_note(self, skill: str, error: str, diagnosis: str, suggested_fix: str,
+                         step: str | None, run_id: str | None) -> str:
+        from shared.db.session import transaction
+        from shared.notes import AgentReport, leave_agent_note
+
+        found = self.library().get(skill)
+        report = AgentReport(
+            skill=found.name, version=found.manifest.version, step=step or "-", error=error,
+            diagnosis=diagnosis, suggested_fix=suggested_fix, inputs={}, pipeline="mcp",
+            run_id=(run_id or "mcp")[:40], step_run_id=f"mcp#{uuid.uuid4().hex}",
+            worker=None)
+        with transaction(self.connection().endpoints.database_url) as session:
+            note = leave_agent_note(session, report, secrets={})
+        return f"filed improvement note {note} on {found.name} (`skillq notes {found.name}`)"
+
+
+async def _call(fn: Any, *args: Any) -> Any:
+    try:
+        return await anyio.to_thread.run_sync(fn, *args)
+    except SkillqError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def build(root: Path, ttl_s: float) -> MCPServer:
+    """The MCP server for the vault at ``root``."""
+    server = Server(root, ttl_s)
+    mcp: MCPServer = MCPServer(
+        "skillq", instructions=(
+            "skillq's skill library. list_skills gives the catalog; load_skill a skill's "
+            "instructions before you act on it; run_skill runs a skill on skillq's workers "
+            "and returns its outputs; improvement_note reports a skill that failed (skills "
+            "are never edited). A /name token in the conversation names a skill."))
+
+    @mcp.tool(description="The enabled skills of the vault, as {skills: [...]}: name, "
+              "label, description, kind, inputs and outputs.")
+    async def list_skills() -> dict[str, list[dict[str, Any]]]:
+        # One object: a bare list would reach the client as one text block per skill.
+        return {"skills": await _call(server.list_skills)}
+
+    @mcp.tool(description="One skill's instructions, inputs and outputs, by name.")
+    async def load_skill(name: str) -> str:
+        result: str = await _call(server.load_skill, name)
+        return result
+
+    @mcp.tool(description="Run a skill through skillq's queues with the given inputs (an "
+              "object keyed by the skill's input names); returns {run_id, state, outputs} "
+              "or {run_id, state, error, step, item}.")
+    async def run_skill(name: str, inputs: dict[str, Any] | None = None,
+                        timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        result: dict[str, Any] = await _call(server.run_skill, name, inputs, timeout_s)
+        return result
+
+    @mcp.tool(description="File an improvement note on a skill that failed: what went "
+              "wrong, why, and the fix you suggest. The skill is not changed.")
+    async def improvement_note(skill: str, error: str, diagnosis: str, suggested_fix: str,
+                               step: str | None = None, run_id: str | None = None) -> str:
+        result: str = await _call(server.improvement_note, skill, error, diagnosis,
+                                  suggested_fix, step, run_id)
+        return result
+
+    # The prompts are the skills enabled when the server starts; each reads its skill
+    # again when asked for, so an edited body is served as it is now.
+    for skill in server.library().enabled():
+        mcp.add_prompt(Prompt.from_function(
+            _prompt_of(server, skill.name), name=skill.name,
+            title=skill.manifest.display_label,
+            description=" ".join(skill.manifest.description.split())))
+    return mcp
+
+
+def _prompt_of(server: Server, name: str) -> Any:
+    async def prompt() -> str:
+        text: str = await _call(server.load_skill, name)
+        return text
+
+    return prompt
