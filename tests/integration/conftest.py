@@ -356,17 +356,44 @@ class Stack:
             return row
 
     def is_script(self, pid: int) -> bool:
-        """pid runs a skill script: its cwd is a scratch folder and its environment holds
-        an attempt's tag (so a pid read from a file and since reused is never someone
-        else's)."""
+        """pid runs a skill script of this stack: its cwd is a scratch folder and its
+        environment holds the tag of an attempt this stack's database records (so a pid
+        read from a file and since reused is never someone else's).
+
+        Sandboxed scratch folders share one root on the machine (/tmp/skillq-scratch as
+        root), so the folder alone does not say whose a script is: the other xdist
+        worker's stack tore down and SIGKILLed this one's running step (a CI flake)."""
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
-            tagged = any(v.startswith(b"SKILLQ_STEP_RUN=") for v in
-                         Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+            tag = next((v.split(b"=", 1)[1].decode() for v in
+                        Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                        if v.startswith(b"SKILLQ_STEP_RUN=")), None)
         except OSError:
             return False
-        return (cwd.startswith(str(scratch_root()) + os.sep) and tagged
-                and not gone_or_zombie(pid))
+        if tag is None or not cwd.startswith(str(scratch_root()) + os.sep) or \
+                gone_or_zombie(pid):
+            return False
+        return self._owns(tag.split("/", 1)[0], cwd)
+
+    def _owns(self, run_id: str, cwd: str) -> bool:
+        """Whether run ``run_id`` is this stack's: its database has it; while the database
+        is down, whether the scratch slot's pool process is a child of this stack's
+        workers (`p<pid>` under the scratch root)."""
+        try:
+            with self.db() as session:
+                return session.get(PipelineRun, run_id) is not None
+        except Exception:  # an outage test's stopped server: ask /proc instead
+            pass
+        slot = Path(cwd).relative_to(scratch_root()).parts[0]
+        if not (slot.startswith("p") and slot[1:].isdigit()):
+            return True  # no slot: a per-stack TMPDIR's scratch folder, this stack's
+        try:
+            status = Path(f"/proc/{slot[1:]}/status").read_text()
+        except OSError:
+            return False
+        parent = next((int(x.split()[1]) for x in status.splitlines()
+                       if x.startswith("PPid:")), None)
+        return parent in {w.pid for w in self.workers.values()}
 
     def kill_scripts(self, pids: Sequence[int]) -> None:
         kill_pids([pid for pid in pids if self.is_script(pid)])
