@@ -154,6 +154,14 @@ def step_processes(row_id: str) -> list[int]:
     return found
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (for a server a test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def kill_pids(pids: Sequence[int], sig: signal.Signals = signal.SIGKILL) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -24,7 +23,7 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from conftest import VAULTS, Stack, copy_vault, skillq_argv, wait_until
+from conftest import VAULTS, Stack, copy_vault, free_port, skillq_argv, wait_until
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from sqlalchemy import func, select
 
@@ -38,13 +37,6 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent / "artifacts" / "dashboard"
 START_TIMEOUT_S = 60.0
 LIVE_TIMEOUT_MS = 45_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def http_status(url: str, auth: tuple[str, str] | None = None) -> tuple[int, Message]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -28,6 +27,7 @@ from conftest import (
     RunResult,
     Stack,
     copy_vault,
+    free_port,
     nodename,
     skillq_argv,
     tail,
@@ -39,13 +39,6 @@ pytestmark = pytest.mark.integration
 RunSkill = Callable[..., RunResult]
 WATCHED = ("default", "agent-gpu-cmd0")  # serve the pipeline's default and cmd0 steps
 USER = "ops"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Api:

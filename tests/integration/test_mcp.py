@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import VAULTS, Stack, skillq_argv, tail, wait_until
+from conftest import VAULTS, Stack, free_port, skillq_argv, tail, wait_until
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.integration
@@ -92,13 +92,6 @@ def test_a_client_lists_loads_and_runs_skills_and_files_a_note(
     assert seen["prompts"] == {"echo"}
     messages = seen["prompt"].messages
     assert "An integration-test fixture" in messages[0].content.text
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_over_http_a_client_runs_a_skill_and_a_foreign_host_is_refused(
