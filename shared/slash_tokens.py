@@ -58,7 +58,7 @@ class Token:
         if self.state is TokenState.DISABLED:
             return f"skillq enable {self.slug}"
         if self.state is TokenState.UNKNOWN:
-            return f"skillq new {self.slug}"
+            return f"skillq new {self.slug.lower()}"
         return None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared.builtin import RESERVED
 from shared.checks import check_skill
 from shared.errors import SkillNotFound, VaultError
 from shared.pipeline_checks import check_pipeline, check_sub_skill_cycles, check_sub_skills_file
@@ -78,6 +79,10 @@ def load_vault(root: Path) -> Vault:
         else:
             skills[skill.name] = skill
             problems.extend(check_skill(skill))
+            if skill.name in RESERVED:
+                problems.append(skill.problem(("name",), f"'{skill.name}' is the name of a "
+                                              "skill skillq ships (shared/builtin/); rename "
+                                              "this skill and its folder"))
     for skill in skills.values():
         problems.extend(check_pipeline(skill, skills, broken))
         problems.extend(check_sub_skills_file(skill, skills, broken))

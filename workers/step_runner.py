@@ -20,6 +20,7 @@ from lifecycle import transitions
 from lifecycle.context import WorkerContext
 from lifecycle.step_counts import open_items
 from shared import cache
+from shared.builtin import builtin_skill
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.db.outage import through_outage
@@ -186,7 +187,7 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
             ) -> Result:
     """Run one claimed attempt. ``cached``: the batch's cache entries by key, when they
     were looked up together (else this looks its own up)."""
-    skill = open_skill(job.vault, job.skill) or open_vault(
+    skill = builtin_skill(job.skill) or open_skill(job.vault, job.skill) or open_vault(
         job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills.get(job.skill)
     if skill is None:
         return Result(StepState.FAILED, error=f"skill '{job.skill}' is not in this worker's "

@@ -21,6 +21,7 @@ from support.fake_llm import marker
 
 from lifecycle.context import WorkerContext
 from orchestrator.launch import start_run, wait_run
+from shared.agent_prompt.prompt import build_prompt
 from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
@@ -28,7 +29,6 @@ from shared.settings import Settings
 from shared.states import RunState
 from workers.agent.executor import AgentOutcome, run_agent_step
 from workers.agent.outputs import output_type
-from workers.agent.prompt import build_prompt
 
 from .stack import DOC, LOCAL_MODEL, LOOP, LOOP_LOADS, ONE_TURN, AgentStack
 

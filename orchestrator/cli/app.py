@@ -48,6 +48,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Regenerate an orchestrator's sub-skills.json from its steps (roles are kept)."),
     ("run", "run_cmds",
      "Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input."),
+    ("ask", "ask_cmd",
+     "One agent turn over the library: its enabled skills, the skill, execute_skill and "
+     "skill_improvement_note tools; the answer streams to stdout."),
     ("cancel", "run_ops_cmds", "Cancel a run."),
     ("wait", "run_ops_cmds", "Follow a run until it ends."),
     ("retry", "run_ops_cmds", "Retry a run from its failed steps."),

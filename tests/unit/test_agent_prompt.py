@@ -1,4 +1,4 @@
-"""What an agent step's model reads (workers/agent/prompt.py, companions.py): the system
+"""What an agent step's model reads (shared/agent_prompt/prompt.py, companions.py): the system
 prompt, the inputs message, the catalog, the ``skill`` tool's content, the tool-less
 fallback. No model is involved: these are the strings it would be sent."""
 
@@ -11,11 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.catalog import CatalogEntry, catalog_line, catalog_xml
-from shared.skill import Skill, load_skill
-from shared.vault import load_vault
-from workers.agent.companions import companions, skill_files
-from workers.agent.prompt import (
+from shared.agent_prompt.companions import companions, skill_files
+from shared.agent_prompt.prompt import (
     build_prompt,
     catalog,
     fallback_prompt,
@@ -23,6 +20,9 @@ from workers.agent.prompt import (
     skill_content,
     user_message,
 )
+from shared.catalog import CatalogEntry, catalog_line, catalog_xml
+from shared.skill import Skill, load_skill
+from shared.vault import load_vault
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 BUDGETS = {"prompt_budget_chars": 60_000, "catalog_budget_chars": 15_000}

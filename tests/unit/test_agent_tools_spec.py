@@ -1,4 +1,4 @@
-"""The tools an agent step offers (workers/agent/tools_spec.py), with the seed's names and
+"""The tools an agent step offers (shared/agent_prompt/tools_spec.py), with the seed's names and
 parameters, which skills it may name, and the manifest fields that decide it."""
 
 from __future__ import annotations
@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.checks import check_skill
-from shared.manifest import Manifest
-from shared.skill import Skill, load_skill
-from shared.vault import load_vault
-from workers.agent.tools_spec import (
+from shared.agent_prompt.tools_spec import (
     BASH_TOOL,
     EXECUTE_SKILL_TOOL,
     IMPROVEMENT_NOTE_TOOL,
@@ -22,6 +18,10 @@ from workers.agent.tools_spec import (
     allowed_skills,
     tools_for,
 )
+from shared.checks import check_skill
+from shared.manifest import Manifest
+from shared.skill import Skill, load_skill
+from shared.vault import load_vault
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 ALL_TOOLS = (SKILL_TOOL, EXECUTE_SKILL_TOOL, IMPROVEMENT_NOTE_TOOL, BASH_TOOL)

@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic_ai import RunContext, Tool
 
+from shared.agent_prompt import tools_spec
 from shared.manifest import RunSpec
 from shared.secrets import redact
 from shared.skill import Skill
 from workers import attempt_end
-from workers.agent import tools_spec
 from workers.sandbox import Sandbox
 from workers.script_executor import run_script
 

@@ -20,13 +20,13 @@ from pydantic_ai.exceptions import CallDeferred
 from sqlalchemy import select, update
 
 from lifecycle.submit import create_run
+from shared.agent_prompt import tools_spec
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import InputError, SkillqError
 from shared.states import RunState
 from shared.store import unpack
 from shared.vault import Vault
-from workers.agent import tools_spec
 
 
 @dataclass

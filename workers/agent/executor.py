@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ from pydantic_ai.usage import UsageLimits
 from sqlalchemy import select, text
 
 from lifecycle.context import WorkerContext
+from shared.agent_prompt import tools_spec
+from shared.agent_prompt.prompt import StepPrompt, build_prompt, skill_content
 from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
 from shared.db.models import StepRun
 from shared.db.session import transaction
@@ -34,11 +36,9 @@ from shared.errors import AgentError
 from shared.skill import Skill
 from shared.states import StepState
 from shared.vault import open_skill
-from workers.agent import tools_spec
 from workers.agent.calls import Calls
 from workers.agent.models import credentials, effective_model, use_stored_credentials
 from workers.agent.outputs import output_type, outputs_of
-from workers.agent.prompt import build_prompt, skill_content
 from workers.agent.replay import RecordedModel, Turn
 from workers.agent.resource_tool import ResourceTool
 
@@ -180,9 +180,16 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                    inputs: Mapping[str, Any], catalog_skills: list[Skill],
                    timeout_s: float, calls: Calls | None = None,
                    extra_tools: Sequence[Tool[None]] = (),
-                   requested_model: str | None = None) -> AgentOutcome:
+                   requested_model: str | None = None,
+                   prompt_for: Callable[[bool], StepPrompt] | None = None,
+                   text_output: str | None = None,
+                   on_text: Callable[[str], None] | None = None) -> AgentOutcome:
     """Run the step to its answer, or until it waits for the runs its execute_skill calls
-    started (``waiting_on``); an outcome, never an exception for the model's faults."""
+    started (``waiting_on``); an outcome, never an exception for the model's faults.
+
+    ``prompt_for(tool_calls)`` replaces the step's own prompt (`skillq ask`'s);
+    ``text_output`` names the output a plain-text answer is recorded as; ``on_text`` is
+    given the answer's text as the model streams it."""
     run_id, step_id, item, _ = row_id.rsplit("/", 3)
     key = TurnKey(run_id, step_id, int(item))
     m = skill.manifest
@@ -200,14 +207,16 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     # A model without tool calls gets seed 004's fallback: the bodies it would have
     # loaded inline, and no tools (so no execute_skill: it cannot wait on sub-skills).
     tool_calls = bool(wrapped.profile.get("supports_tools", True))
-    prompt = build_prompt(skill, inputs, catalog_skills,
-                          prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
-                          catalog_budget_chars=ctx.settings.agent_catalog_budget_chars,
-                          tool_calls=tool_calls)
+    prompt = prompt_for(tool_calls) if prompt_for is not None else build_prompt(
+        skill, inputs, catalog_skills,
+        prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
+        catalog_budget_chars=ctx.settings.agent_catalog_budget_chars, tool_calls=tool_calls)
     turns = _Turns(ctx.database_url, key, attempt, m.budget_usd, row_id)
-    model = RecordedModel(wrapped, turns, str(ref))
+    model = RecordedModel(wrapped, turns, str(ref), on_text=on_text)
     allowed = list(prompt.catalog) if tool_calls else []
-    tools = [_skill_tool(skill, skill.folder.parent, allowed)] if allowed else []
+    # the vault's folder: a built-in skill's own folder (shared/builtin/) holds no others
+    root = calls.vault.root if calls is not None else skill.folder.parent
+    tools = [_skill_tool(skill, root, allowed)] if allowed else []
     if allowed and calls is not None:
         calls.allowed = allowed
         tools.append(calls.tool())
@@ -216,7 +225,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                                           if s.name in allowed}}
         tools.append(ResourceTool(readable).tool())
         tools.extend(extra_tools)
-    agent: Agent[None, Any] = Agent(model, output_type=[output_type(m), DeferredToolRequests],
+    answer_type = str if text_output else output_type(m)
+    agent: Agent[None, Any] = Agent(model, output_type=[answer_type, DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
                                     retries={"output": OUTPUT_RETRIES})
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
@@ -228,7 +238,9 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
             assert calls is not None  # only execute_skill defers
             outcome.waiting_on = list(dict.fromkeys(calls.waiting))
         else:
-            outcome.ok, outcome.outputs = True, outputs_of(result.output)
+            outcome.ok = True
+            outcome.outputs = {text_output: result.output} if text_output else \
+                outputs_of(result.output)
     except BudgetSpent as exc:
         outcome.error, outcome.error_kind = str(exc), "budget"
     except StepCancelled as exc:  # its record is the cancellation's: this one is refused

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic_ai import RunContext, Tool
 
+from shared.agent_prompt import tools_spec
 from shared.db.session import transaction
 from shared.notes import AgentReport, leave_agent_note
 from shared.vault import Vault
-from workers.agent import tools_spec
 
 
 @dataclass

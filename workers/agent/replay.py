@@ -14,11 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
@@ -88,10 +96,13 @@ def cost_of(response: ModelResponse) -> float:
 class RecordedModel(WrapperModel):
     """The step's model: recorded turns replayed, new ones paid for and recorded."""
 
-    def __init__(self, wrapped: Any, store: TurnStore, requested: str) -> None:
+    def __init__(self, wrapped: Any, store: TurnStore, requested: str, *,
+                 on_text: Callable[[str], None] | None = None) -> None:
         super().__init__(wrapped)
         self.store = store
         self.requested = requested
+        self.on_text = on_text  # given each piece of answer text as it streams in
+        self._texted = False
         self.sent = 0  # requests that reached the provider in this run
         self.replayed = 0
         self._next = 0
@@ -106,7 +117,12 @@ class RecordedModel(WrapperModel):
             return response_of(hit.response)
         self.store.before_request(index)
         started = time.monotonic()
-        response = await super().request(messages, model_settings, model_request_parameters)
+        if self.on_text is None:
+            response = await super().request(messages, model_settings,
+                                             model_request_parameters)
+        else:
+            response = await self._streamed(messages, model_settings,
+                                            model_request_parameters, self.on_text)
         usage = response.usage
         self.store.record(Turn(
             index=index, digest=digest, response=response_json(response),
@@ -117,3 +133,26 @@ class RecordedModel(WrapperModel):
             stop_reason=response.finish_reason))
         self.sent += 1
         return response
+
+    async def _streamed(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
+                        params: ModelRequestParameters, on_text: Callable[[str], None]
+                        ) -> ModelResponse:
+        """The same request, streamed: its text handed on as it arrives, the whole
+        response returned as ``request`` would (and recorded the same way). A replayed
+        turn streams nothing: its text is in the run's record."""
+        first = True
+        async with super().request_stream(messages, model_settings, params) as stream:
+            async for event in stream:
+                if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                    piece = event.part.content
+                elif isinstance(event, PartDeltaEvent) and \
+                        isinstance(event.delta, TextPartDelta):
+                    piece = event.delta.content_delta
+                else:
+                    continue
+                if piece:
+                    if first and self._texted:  # a later turn's text: a paragraph of its own
+                        on_text("\n\n")
+                    first, self._texted = False, True
+                    on_text(piece)
+            return stream.get()

@@ -14,8 +14,8 @@ from types import MappingProxyType
 
 from pydantic_ai import Tool
 
+from shared.agent_prompt.companions import read_text, skill_files
 from shared.skill import Skill
-from workers.agent.companions import read_text, skill_files
 
 NAME = "skill_resource"
 MAX_CHARS = 50_000

@@ -11,21 +11,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from lifecycle.context import WorkerContext
-from shared.db.library_models import LibrarySkill
+from shared.agent_prompt import tools_spec
+from shared.agent_prompt.tools_spec import allowed_skills
+from shared.builtin import ASK
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
+from shared.library_tokens import library_states
 from shared.skill import Skill
 from shared.vault import open_vault
 from workers import sandbox as sandboxes
-from workers.agent import tools_spec
+from workers.agent.ask_step import TextStream, prompt_builder
 from workers.agent.bash_tool import BashTool
 from workers.agent.calls import Calls
 from workers.agent.executor import AgentOutcome, run_agent_step
 from workers.agent.note_tool import NoteTool
-from workers.agent.tools_spec import allowed_skills
 
 BASH_TIMEOUT_S = 300.0  # one bash call: the step's own timeout still bounds them all
 
@@ -41,9 +41,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         pipeline = run.skill if run is not None else skill.name
         requested = _requested_model(run.plan if run is not None else {},
                                      row_id.rsplit("/", 3)[1])
-        disabled = {n for n in session.scalars(select(LibrarySkill.name).where(
-            LibrarySkill.vault == (run.vault if run is not None else str(vault_root)),
-            LibrarySkill.enabled.is_(False), LibrarySkill.name.is_not(None))) if n}
+        states = library_states(session, run.vault if run is not None else str(vault_root))
+    disabled = {name for name, state in states.items() if not state.enabled}
     names = allowed_skills(skill, vault.skills, disabled)
     calls = Calls(ctx.database_url, row_id, caller=skill.name, source=source, vault=vault,
                   allowed=names, workdir=workdir)
@@ -53,11 +52,20 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
                               max_output_bytes=ctx.settings.max_output_bytes,
                               sandbox=sandboxes.current(ctx.settings)).tool())
-    return run_agent_step(ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
-                          catalog_skills=[vault.skills[n] for n in names],
-                          timeout_s=float(skill.manifest.timeout or
-                                          ctx.settings.max_step_timeout_s), calls=calls,
-                          extra_tools=tools, requested_model=requested)
+    asked = skill.name == ASK
+    stream = TextStream(ctx.database_url, run_id) if asked else None
+    try:
+        return run_agent_step(
+            ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
+            catalog_skills=[vault.skills[n] for n in names],
+            timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
+            calls=calls, extra_tools=tools, requested_model=requested,
+            prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
+                                      vault.skills, states) if asked else None,
+            text_output="answer" if asked else None, on_text=stream)
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 def _requested_model(plan: Mapping[str, Any], step_id: str) -> str | None:

@@ -4,7 +4,7 @@ content the ``skill`` tool returns.
 The system prompt is the skill itself, wrapped as the ``skill`` tool wraps any skill
 (``<skill_content>``): SKILL.md's body, the skill's inputs and outputs, its text
 companions within the prompt budget and its other files by relative path
-(workers/agent/companions.py). Then the catalog of the skills the step may load and
+(shared/agent_prompt/companions.py). Then the catalog of the skills the step may load and
 run, in the Agent Skills client guide's ``<available_skills>`` form, within its own
 budget. Whatever a budget cuts is returned as a warning for the step's record.
 
@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.agent_prompt.companions import Companions, companion_block, companions, skill_files
+from shared.agent_prompt.tools_spec import EXECUTE_SKILL, SKILL
 from shared.catalog import CatalogEntry, catalog_xml, skill_xml
 from shared.inputs import with_defaults
 from shared.skill import Skill
-from workers.agent.companions import Companions, companion_block, companions, skill_files
-from workers.agent.tools_spec import EXECUTE_SKILL, SKILL
 
 CATALOG_SETTING = "SKILLQ_AGENT_CATALOG_BUDGET_CHARS"
 PROMPT_SETTING = "SKILLQ_AGENT_PROMPT_BUDGET_CHARS"
