@@ -31,10 +31,11 @@ from shared.plan import build_plan
 from shared.problems import Problem
 from shared.settings import Settings
 from shared.skill import Skill
+from shared.skillfiles import RunSource
 from shared.slash_tokens import Resolution
 from shared.vault import Vault
 
-SOURCE = "ask"
+SOURCE = RunSource.ASK.value
 
 
 def ask_skill() -> Skill:

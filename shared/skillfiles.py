@@ -17,6 +17,7 @@ class RunSource(StrEnum):
     BUILD = "build"
     TEST_WINDOW = "test_window"
     PRODUCTION = "production"
+    ASK = "ask"  # `skillq ask` and the dashboard's Ask page (docs/ask.md)
 
 
 class Expected(Frozen):

@@ -101,6 +101,9 @@ def test_the_answer_streams_while_the_run_goes_on_and_is_recorded_as_an_ask(
     with healthy.db() as session:
         turns = session.scalars(select(AgentTurn).where(AgentTurn.run_id == run.id)).all()
         assert len(turns) == 2
+    listed = healthy.cli("runs", "--source", "ask", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert run.id in listed.stdout
     shown = healthy.cli("run-show", run.id, "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "Write it plainly, in one line." in shown.stdout
