@@ -12,6 +12,7 @@ stops the command, naming the fix, since every message it sent would be refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from celery import Celery
 
@@ -30,6 +31,9 @@ class Connection:
     endpoints: Endpoints
     app: Celery
     embedded: bool
+    # The SKILLQ_HOME whose local stack starts a worker class on a run's first need of it
+    # (orchestrator/local_stack.py ensure_workers); None: the workers are someone else's.
+    local_workers: Path | None = None
 
 
 def enroll_own_key(settings: Settings, database_url: str, *, refuse_revoked: bool = True
@@ -56,10 +60,10 @@ def connect(*, start: bool = True, workers: bool = True,
     app = create_app(settings, broker_url=endpoints.broker_url,
                      result_backend=endpoints.result_backend,
                      database_url=endpoints.database_url)
+    home = None
     if embedded and start and workers:
-        from orchestrator.local_stack import WORKER_CLASSES, start_workers, wait_ready
+        from orchestrator.local_stack import classes_for_vault, ensure_workers
 
         home = settings.home.expanduser().resolve()
-        start_workers(home, endpoints)
-        wait_ready(endpoints, [c.name for c in WORKER_CLASSES], timeout_s=60)
-    return Connection(settings, endpoints, app, embedded)
+        ensure_workers(home, endpoints, classes_for_vault(settings.vault.expanduser()))
+    return Connection(settings, endpoints, app, embedded, home)

@@ -25,8 +25,8 @@ import filelock
 from orchestrator.embedded_credentials import private_home
 from shared.atomic import write_text
 from shared.endpoints import Endpoints
-from shared.errors import ConfigError
-from shared.queues import CONTROL_QUEUE, QueueClass
+from shared.errors import ConfigError, SkillqError
+from shared.queues import CONTROL_QUEUE, QueueClass, queue_for
 from shared.settings import Settings, get_settings
 
 LOCK_TIMEOUT_S = 120.0
@@ -64,14 +64,46 @@ def nodename(worker: str) -> str:
     return f"{worker}@{socket.gethostname()}"  # as workers.main names its worker
 
 
-def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
+def classes_for_queues(queues: Iterable[str]) -> list[WorkerClass]:
+    """The worker classes serving ``queues`` (a daemon's own `dom0@laptop` is its class's),
+    the default class always: it runs the planner's control tasks."""
+    wanted = {q.split("@", 1)[0] for q in queues} | {CONTROL_QUEUE}
+    return [c for c in WORKER_CLASSES if wanted & set(c.queues)]
+
+
+def classes_for_vault(root: Path) -> list[WorkerClass]:
+    """The classes a vault's skills run on: a laptop demo of script skills starts one
+    worker, not five (the others start on first need: ``ensure_workers``)."""
+    from shared.vault import open_vault
+
+    try:
+        skills = open_vault(root).skills.values() if root.is_dir() else []
+    except SkillqError:  # an unreadable vault: its runs will say so; start the minimum
+        skills = []
+    return classes_for_queues(str(queue_for(s.manifest.effective_approach)) for s in skills
+                              if not s.manifest.is_orchestrator)
+
+
+def ensure_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClass], *,
+                   timeout_s: float = 60.0) -> list[WorkerProc]:
+    """Start the workers of ``classes`` not running yet and wait for those to answer: a
+    run that needs a class the stack has not started starts it, rather than waiting."""
+    procs = start_workers(home, endpoints, classes)
+    fresh = [p.worker.name for p in procs if not p.reused]
+    if fresh:
+        wait_ready(endpoints, fresh, timeout_s, home=home)
+    return procs
+
+
+def start_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClass]
+                  ) -> list[WorkerProc]:
     """One detached worker per class, reusing those already running against the same broker."""
     home = home.expanduser().resolve()
     env, procs = stack_env(home, endpoints), []
     with stack_lock(home):
         for sub in ("run", "logs"):
             (home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
-        for worker in WORKER_CLASSES:
+        for worker in classes:
             pidfile, log = _pidfile(home, worker.name), home / f"logs/worker-{worker.name}.log"
             pid = read_pid(pidfile)
             if pid and _is_worker(pid, worker.name):
@@ -81,7 +113,9 @@ def start_workers(home: Path, endpoints: Endpoints) -> list[WorkerProc]:
                 # it talks to another broker (the URLs changed since): replace it
                 stop_pids([(pid, signal.SIGTERM)], group=True, timeout_s=30)
             argv = [sys.executable, "-m", "workers.main", "--queues", ",".join(worker.queues),
-                    "--concurrency", str(worker.concurrency), "--name", worker.name]
+                    "--concurrency", str(worker.concurrency), "--name", worker.name,
+                    # one step at a time needs no pool process beside the worker's own
+                    "--pool", "threads" if worker.concurrency == 1 else "prefork"]
             with open_log(log) as fh:
                 proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fh,
                                         stderr=subprocess.STDOUT, start_new_session=True)

@@ -24,10 +24,14 @@ from workers import announce, attempt_end, sweeper
 from workers import sandbox as sandboxes
 
 
-def worker_argv(queues: list[str], concurrency: int, node: str) -> list[str]:
+POOLS = ("prefork", "threads")
+
+
+def worker_argv(queues: list[str], concurrency: int, node: str, pool: str = "prefork"
+                ) -> list[str]:
     return ["worker", "--queues", ",".join(queues), "--concurrency", str(concurrency),
             "--hostname", node, "--without-mingle", "--without-gossip", "--loglevel", "INFO",
-            "--pool", "prefork"]
+            "--pool", pool]
 
 
 def daemon_queues(queues: list[str], daemon: str | None) -> list[str]:
@@ -42,6 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="skillq-worker")
     parser.add_argument("--queues", required=True, help="comma-separated queue names")
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--pool", choices=POOLS, default="prefork",
+                        help="threads: steps run in the worker's own process (one process "
+                        "instead of two for a class of concurrency 1; a killed worker's "
+                        "step is redelivered either way)")
     parser.add_argument("--name", default=None, help="worker name (default: the queues)")
     parser.add_argument("--daemon", default=None, help="this machine's daemon name "
                         "(default: SKILLQ_DAEMON, else the host name)")
@@ -88,8 +96,12 @@ def main(argv: list[str] | None = None) -> None:
         attempt_end.become_subreaper()  # a step's escaped processes come back to it
 
     worker_ready.connect(on_ready, weak=False)
-    worker_process_init.connect(on_fork, weak=False)
-    app.worker_main(worker_argv(daemon_queues(queues, daemon), args.concurrency, node))
+    if args.pool == "prefork":
+        worker_process_init.connect(on_fork, weak=False)
+    else:  # steps run in this process: it is their subreaper
+        attempt_end.become_subreaper()
+    app.worker_main(worker_argv(daemon_queues(queues, daemon), args.concurrency, node,
+                                args.pool))
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ def start_api(home: Path, endpoints: Endpoints, clients_key: str,
                 return ApiProc(info.pid, info.port, reused=True)
             assert pid is not None
             stop_pids([(pid, signal.SIGTERM)], group=True, timeout_s=10)
-        argv = [sys.executable, "-m", MODULE, "--endpoints-key", clients_key]
+        # --local-workers: it starts a worker class a run needs, as `skillq up` started these
+        argv = [sys.executable, "-m", MODULE, "--endpoints-key", clients_key, "--local-workers"]
         with open_log(log) as fh:
             proc = subprocess.Popen(argv, env=stack_env(home, endpoints),
                                     stdin=subprocess.DEVNULL, stdout=fh,

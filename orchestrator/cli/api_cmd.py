@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Annotated
 
@@ -23,6 +24,10 @@ def api(
         "--endpoints-key", hidden=True,
         help="The endpoint digest clients must match (`skillq up` passes its caller's).")
                              ] = None,
+    local_workers: Annotated[bool, typer.Option(
+        "--local-workers", hidden=True,
+        help="Start a worker class of SKILLQ_HOME's local stack on a run's first need "
+        "(`skillq up` passes it).")] = False,
 ) -> None:
     """Serve the local API that `skillq run` submits through, until interrupted.
 
@@ -45,6 +50,8 @@ def api(
     key = endpoints_key or key_of(os.environ)  # before connect() fills in anything
     conn = connect(workers=False)
     home = settings.home.expanduser().resolve()
+    if local_workers:
+        conn = dataclasses.replace(conn, local_workers=home)
     err.print(f"skillq local API on http://{HOST}:{sock.getsockname()[1]}/ (token in "
               f"{home / 'api.json'}); Ctrl-C stops it", markup=False)
     serve(conn, sock, home, key)

@@ -66,7 +66,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Files and large values in the shared store: `skillq artifact get REF [-o PATH]`."),
     ("up", "stack_cmds",
      "Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are "
-     "set), one worker per queue class and the local API."),
+     "set), a worker per queue class the vault's skills use and the local API."),
     ("down", "stack_cmds",
      "Stop the local API and workers, then the embedded servers (graceful, then killed)."),
     ("status", "stack_cmds",

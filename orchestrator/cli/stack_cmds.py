@@ -15,7 +15,14 @@ from orchestrator.api.apifile import endpoints_key
 from orchestrator.api.process import start_api, stop_api
 from orchestrator.cli.common import VaultOption, err, out
 from orchestrator.embedded import resolve_endpoints, stop_embedded
-from orchestrator.local_stack import stack_status, start_workers, stop_workers, wait_ready
+from orchestrator.local_stack import (
+    WORKER_CLASSES,
+    classes_for_vault,
+    stack_status,
+    start_workers,
+    stop_workers,
+    wait_ready,
+)
 from shared.endpoints import mask_url
 from shared.errors import VaultError
 from shared.problems import display_path
@@ -31,10 +38,14 @@ def register(app: typer.Typer) -> None:
 def up(
     timeout: Annotated[float, typer.Option(
         help="Seconds to wait for every worker to answer.")] = 60.0,
+    all_classes: Annotated[bool, typer.Option(
+        "--all", help="A worker for every queue class, not only those the vault's skills "
+        "use.")] = False,
     vault_opt: VaultOption = None,
 ) -> None:
     """Start the local stack: Redis and PostgreSQL under SKILLQ_HOME (unless their URLs are
-    set), one worker per queue class and the local API. Already running parts are reused.
+    set), a worker per queue class the vault's skills use and the local API. Already
+    running parts are reused; a run that needs another class starts its worker.
 
     --vault: the vault the started workers announce and serve (workers already running
     keep theirs).
@@ -56,7 +67,9 @@ def up(
         spinner.update("applying database migrations…")
         upgrade(endpoints.database_url)
         spinner.update("starting workers…")
-        procs = start_workers(home, endpoints)
+        classes = WORKER_CLASSES if all_classes else classes_for_vault(
+            settings.vault.expanduser())
+        procs = start_workers(home, endpoints, classes)
         wait_ready(endpoints, [p.worker.name for p in procs], timeout, home=home,
                    progress=lambda n, total: spinner.update(
                        f"waiting for workers: {n}/{total} ready…"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from conftest import VAULTS
 
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
 from orchestrator.local_stack import WORKER_CLASSES, pid_alive, read_pid, stop_workers
@@ -183,19 +185,40 @@ def test_concurrent_callers_share_one_set_of_servers(other_home: Path) -> None:
 
 
 def test_up_status_down_through_the_cli(home: Path, tmp_path: Path) -> None:
+    """`skillq up` starts the workers the vault's skills use; a run needing another class
+    starts that one (a concurrency-1 class on a thread pool: no pool process); `--all`
+    starts the rest; `status` lists them all; `down` stops everything."""
     env = clean_env(home)
+    scripts, screen = tmp_path / "scripts", tmp_path / "screen"
+    copy_vault_skills(scripts, "echo")
+    copy_vault_skills(screen, "echo", "dom0-stamp")
     started = time.monotonic()
-    up = skillq(["up", "--timeout", "60"], env, tmp_path)
+    up = skillq(["up", "--timeout", "60", "--vault", str(scripts)], env, tmp_path)
     print(f"`skillq up` in {time.monotonic() - started:.2f}s")
     assert up.returncode == 0, up.stderr
-    workers = {w.name: read_pid(home / f"run/worker-{w.name}.pid") for w in WORKER_CLASSES}
-    assert all(pid_alive(pid) for pid in workers.values())
+    assert pid_alive(read_pid(home / "run/worker-default.pid"))
+    assert [w.name for w in WORKER_CLASSES if (home / f"run/worker-{w.name}.pid").exists()] \
+        == ["default"], up.stdout  # a vault of script skills: one worker
     servers = server_pids(home)
     api_pid = read_pid(home / "run/api.pid")  # the local API, recorded in api.json
     recorded = json.loads((home / "api.json").read_text())
     assert pid_alive(api_pid) and recorded["pid"] == api_pid
     assert (home / "api.json").stat().st_mode & 0o777 == 0o600
     assert f"http://127.0.0.1:{recorded['port']}/" in up.stdout
+
+    run = skillq(["run", "dom0-stamp", "--vault", str(screen), "--input", "label=first",
+                  "--json"], env, tmp_path)
+    assert run.returncode == 0, run.stderr  # its dom0 worker started on this first need
+    assert json.loads(run.stdout)["outputs"]["label"] == "first"
+    assert pid_alive(read_pid(home / "run/worker-dom0.pid"))
+    assert "concurrency: 1 (thread)" in (home / "logs/worker-dom0.log").read_text()
+    assert not (home / "run/worker-cmd0.pid").exists()
+
+    everything = skillq(["up", "--all"], env, tmp_path)
+    assert everything.returncode == 0, everything.stderr
+    assert everything.stdout.count("already running") == 3  # default, dom0 and the API
+    workers = {w.name: read_pid(home / f"run/worker-{w.name}.pid") for w in WORKER_CLASSES}
+    assert all(pid_alive(pid) for pid in workers.values())
 
     endpoints = resolve_endpoints(settings_for(home), start=False)
     app = create_app(settings_for(home), broker_url=endpoints.broker_url,
@@ -210,7 +233,7 @@ def test_up_status_down_through_the_cli(home: Path, tmp_path: Path) -> None:
     finally:
         app.close()
 
-    again = skillq(["up"], env, tmp_path)
+    again = skillq(["up", "--all"], env, tmp_path)
     assert again.returncode == 0 and again.stdout.count("already running") == len(workers) + 1
     assert json.loads((home / "api.json").read_text()) == recorded  # the same API, reused
 
@@ -228,7 +251,11 @@ def test_up_status_down_through_the_cli(home: Path, tmp_path: Path) -> None:
                 if pid_alive(pid)]
     assert not list((home / "run").glob("*.pid"))
     assert not (home / "api.json").exists()  # a later `skillq run` takes the direct path
-    assert "stopped" in skillq(["status"], env, tmp_path).stdout
+
+
+def copy_vault_skills(vault: Path, *names: str) -> None:
+    for name in names:
+        shutil.copytree(VAULTS / "pipes" / name, vault / name)
 
 
 def clean_env(home: Path) -> dict[str, str]:
