@@ -83,7 +83,7 @@ def start_ask(conn: Connection, vault: Vault, text: str, *, model: str | None = 
     given = {"text": resolution.text}
     plan = build_plan(skill, vault.skills, given, workdir=workdir)
     if model:
-        resolve_model(model, where="--model")  # AgentError names the forms it takes
+        resolve_model(model, where="the model asked for")  # AgentError: the forms it takes
         plan = plan.with_requested_model(model)
     missing = unrunnable(conn, vault, plan)
     if missing:

@@ -49,5 +49,8 @@ def dashboard(
     shown = f"[{host}]" if ":" in host else host
     err.print(f"skillq dashboard on http://{shown}:{port}/ (vault {root}"
               f"{'; basic auth on' if credentials else ''}); Ctrl-C stops it", markup=False)
+    # timeout_graceful_shutdown: an open Ask stream (server-sent events) would otherwise
+    # hold Ctrl-C until its run ends
     uvicorn.run(create_app(config, conn), host=host, port=port, log_level="warning",
+                timeout_graceful_shutdown=2,
                 access_log=False)

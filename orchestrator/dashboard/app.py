@@ -10,7 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from orchestrator.connect import Connection
-from orchestrator.dashboard import pages_actions, pages_ops, pages_runs, pages_skills
+from orchestrator.dashboard import pages_actions, pages_ask, pages_ops, pages_runs, pages_skills
+from orchestrator.dashboard.ask_events import PendingStreams
 from orchestrator.dashboard.config import DashboardConfig
 from orchestrator.dashboard.context import Dashboard, dashboard, make_templates
 from orchestrator.dashboard.csrf import FormTokens, cookie_name
@@ -37,7 +38,7 @@ async def _skillq_error(request: Request, exc: Exception) -> Response:
 def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
     app = Starlette(
         routes=[*pages_skills.routes, *pages_actions.routes, *pages_runs.routes,
-                *pages_ops.routes],
+                *pages_ops.routes, *pages_ask.routes],
         middleware=[Middleware(
             DashboardGuard, credentials=config.credentials,
             hosts=host_policy(config.host, config.port, config.hosts),
@@ -45,4 +46,5 @@ def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
             cookie=cookie_name(config.port), max_body_bytes=config.max_body_bytes)],
         exception_handlers={HTTPException: _http_error, SkillqError: _skillq_error})
     app.state.dashboard = Dashboard(config, conn, make_templates())
+    app.state.ask_streams = PendingStreams()  # the Ask page's answers, started not yet read
     return app
