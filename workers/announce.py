@@ -26,7 +26,6 @@ from functools import partial
 from pathlib import Path
 
 import tenacity
-from alembic.util import CommandError
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -160,7 +159,14 @@ def migrate(database_url: str) -> None:
     migration lock makes workers starting together take turns)."""
     try:
         upgrade(database_url)
-    except CommandError as exc:  # a newer schema, migrated by newer code: still announce
+    except Exception as exc:
+        # Alembic only when there is something to migrate: importing it costs a starting
+        # worker half a second (benchmarks/stack_footprint.py's cold start)
+        from alembic.util import CommandError
+
+        if not isinstance(exc, CommandError):
+            raise
+        # a newer schema, migrated by newer code: still announce
         log.warning("database schema left as it is: %s", exc)
 
 
