@@ -8,6 +8,14 @@ from pathlib import Path, PurePosixPath
 from shared.manifest import Approach, Manifest
 from shared.problems import Problem
 from shared.refs import RefSyntaxError, parse_template, walk_strings
+from shared.screen_secrets import (
+    SECRET_FIELDS,
+    WHERE,
+    Part,
+    SecretRef,
+    SecretRefError,
+    split_secrets,
+)
 from shared.screen_spec import DesktopAction, ScreenAction, produced_outputs
 from shared.skill import Skill
 from shared.valuetypes import parse_type
@@ -63,14 +71,17 @@ def _check_actions(skill: Skill, field: Loc, actions: tuple[ScreenAction, ...]
             if "${" not in text:
                 continue
             try:
-                refs = parse_template(text).refs
-            except RefSyntaxError as exc:
+                parts = split_secrets(text)
+                refs = [r for p in parts if isinstance(p, str) for r in parse_template(p).refs]
+            except (RefSyntaxError, SecretRefError) as exc:
                 yield skill.problem((*where, *sub), str(exc))
                 continue
+            yield from _check_secrets(skill, (*where, *sub), action.kind, parts)
             for ref in refs:
                 if ref.kind != "input":
                     yield skill.problem((*where, *sub), f"{ref}: actions see only this "
-                                        "skill's inputs; write ${inputs.NAME}")
+                                        "skill's inputs and declared secrets; write "
+                                        "${inputs.NAME} or ${secrets.NAME}")
                 elif ref.name not in inputs:
                     yield skill.problem((*where, *sub), f"{ref}: this skill has no input "
                                         f"'{ref.name}'; declare it under inputs")
@@ -80,6 +91,21 @@ def _check_actions(skill: Skill, field: Loc, actions: tuple[ScreenAction, ...]
             if problem:
                 yield skill.problem((*where, "image"), problem)
     yield from _check_outputs(skill, field, actions)
+
+
+def _check_secrets(skill: Skill, where: Loc, kind: str, parts: list[Part]
+                   ) -> Iterator[Problem]:
+    """A secret only where its value is typed or visited, and only one the skill
+    declares (the worker hands a step its declared secrets, no others)."""
+    declared = set(skill.manifest.auth)
+    for ref in (p for p in parts if isinstance(p, SecretRef)):
+        if (kind, where[-1]) not in SECRET_FIELDS:
+            yield skill.problem(where, f"{ref}: a secret may stand only in {WHERE} "
+                                "(this field is shown in errors and logs); move it there")
+        elif ref.name not in declared:
+            yield skill.problem(where, f"{ref}: this skill does not declare the secret "
+                                f"'{ref.name}'; add it under auth (auth: [{ref.name}]) "
+                                f"and set it with `skillq secrets set {ref.name}`")
 
 
 def _check_outputs(skill: Skill, field: Loc, actions: tuple[ScreenAction, ...]

@@ -15,7 +15,9 @@ Each action is a one-key mapping, the key naming what it does::
             output: message
 
 A bare string stands for the action's main field (the selector, the url, the text).
-String fields may hold ``${inputs.NAME}`` references; ``output`` names an output.
+String fields may hold ``${inputs.NAME}`` references; a ``goto`` url, a ``fill`` value
+and a ``type`` text may also hold ``${secrets.NAME}`` of a secret the skill declares
+under ``auth`` (shared/screen_secrets.py); ``output`` names an output.
 """
 
 from __future__ import annotations

@@ -17,13 +17,16 @@ import pyautogui
 import pyscreeze
 from PIL import Image, ImageGrab
 
-from workers.screen.host import HostError, Workspace, action_error
+from shared.screen_secrets import SecretRefError, filled
+from shared.secrets import redact
+from workers.screen.host import HostError, Secrets, Workspace, action_error
 
 FIELD = "desktop"
 POLL_S = 0.1  # how often a wait looks at the screen again
 
 
-def run_actions(spec: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
+def run_actions(spec: dict[str, Any], workspace: Workspace, secrets: Secrets
+                ) -> dict[str, Any]:
     actions: list[dict[str, Any]] = spec["actions"]
     templates = _prepare(actions)
     pyautogui.FAILSAFE = False  # the pointer in a corner is no emergency on a virtual screen
@@ -34,9 +37,11 @@ def run_actions(spec: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
         workspace.doing(f"{FIELD}.actions[{index}] ({kind} {image!r})" if image
                         else f"{FIELD}.actions[{index}] ({kind})")
         try:
-            value = _run(action, templates.get(index), spec, workspace)
-        except HostError as exc:
-            raise action_error(FIELD, index, kind, str(exc), image) from None
+            # A type text's secrets join it only now, and only in memory.
+            value = _run(filled(action, secrets), templates.get(index), spec, workspace)
+        except (HostError, SecretRefError) as exc:
+            raise action_error(FIELD, index, kind, redact(str(exc), secrets),
+                               image) from None
         if "output" in action:
             outputs[action["output"]] = value
     return outputs

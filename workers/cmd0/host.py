@@ -8,16 +8,17 @@ import os
 from typing import Any
 
 from workers.cmd0.display import display_problem
-from workers.screen.host import HostError, Workspace, main
+from workers.screen.host import HostError, Secrets, Workspace, main
 
 
-def run(spec: dict[str, Any], inputs: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
+def run(spec: dict[str, Any], inputs: dict[str, Any], workspace: Workspace,
+        secrets: Secrets) -> dict[str, Any]:
     problem = display_problem(os.environ)
     if problem:
         raise HostError(problem)
     from workers.cmd0.actions import run_actions  # imports pyautogui: needs the display
 
-    return run_actions(spec, workspace)
+    return run_actions(spec, workspace, secrets)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Running a list of browser actions on a Playwright page.
 
-Each action arrives resolved (references filled in) as ``{"kind": ..., **fields}``; a
-failure is a HostError naming the action's place in ``browser.actions``, its kind and
-its selector.
+Each action arrives resolved (references filled in, secrets as markers naming them) as
+``{"kind": ..., **fields}``; a failure is a HostError naming the action's place in
+``browser.actions``, its kind and its selector, never a secret's value.
 """
 
 from __future__ import annotations
@@ -12,26 +12,33 @@ from typing import Any
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
-from workers.screen.host import HostError, Workspace, action_error, first_line
+from shared.screen_secrets import SecretRefError, filled, spelled
+from shared.secrets import redact
+from workers.screen.host import HostError, Secrets, Workspace, action_error, first_line
 
 FIELD = "browser"
 
 
 def run_actions(page: Page, actions: list[dict[str, Any]], workspace: Workspace,
-                default_timeout_s: float) -> dict[str, Any]:
+                default_timeout_s: float, secrets: Secrets) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     for index, action in enumerate(actions):
         kind = action["kind"]
-        target = action.get("selector") or action.get("url")
+        # As the manifest spells it: a url holding a secret shows ${secrets.NAME}.
+        target = action.get("selector") or spelled(action.get("url"))
         workspace.doing(f"{FIELD}.actions[{index}] ({kind} {target!r})" if target
                         else f"{FIELD}.actions[{index}] ({kind})")
         timeout_ms = 1000 * (action.get("timeout") or default_timeout_s)
         try:
-            value = _ACTIONS[kind](page, action, timeout_ms, workspace)
+            # The secrets' values join the action only now, and only in memory.
+            value = _ACTIONS[kind](page, filled(action, secrets), timeout_ms, workspace)
         except PlaywrightError as exc:
-            raise action_error(FIELD, index, kind, _explain(exc, timeout_ms), target) from None
-        except HostError as exc:
-            raise action_error(FIELD, index, kind, str(exc), target) from None
+            # Playwright's message may quote what it was given (a url, say): redacted.
+            detail = redact(_explain(exc, timeout_ms), secrets)
+            raise action_error(FIELD, index, kind, detail, target) from None
+        except (HostError, SecretRefError) as exc:
+            raise action_error(FIELD, index, kind, redact(str(exc), secrets),
+                               target) from None
         if "output" in action:
             outputs[action["output"]] = value
     return outputs

@@ -10,14 +10,16 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shared.secrets import redact
 from workers.dom0.chromium import INSTALL_HINT, LAUNCH_ARGS, system_chromium
-from workers.screen.host import HostError, Workspace, first_line, main, media_type
+from workers.screen.host import HostError, Secrets, Workspace, first_line, main, media_type
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright
 
 
-def run(spec: dict[str, Any], inputs: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
+def run(spec: dict[str, Any], inputs: dict[str, Any], workspace: Workspace,
+        secrets: Secrets) -> dict[str, Any]:
     # Imported here: a missing screen extra is then a clear error, not a traceback.
     from playwright.sync_api import sync_playwright
 
@@ -31,8 +33,9 @@ def run(spec: dict[str, Any], inputs: dict[str, Any], workspace: Workspace) -> d
             context.set_default_timeout(1000 * spec["action_timeout_s"])
             page = context.new_page()
             if spec.get("script"):
-                return _run_script(page, spec["script"], inputs, workspace)
-            return run_actions(page, spec["actions"], workspace, spec["action_timeout_s"])
+                return _run_script(page, spec["script"], inputs, workspace, secrets)
+            return run_actions(page, spec["actions"], workspace, spec["action_timeout_s"],
+                               secrets)
         finally:
             browser.close()
 
@@ -53,8 +56,8 @@ def _launch(pw: Playwright, configured: str | None) -> Browser:
     raise HostError(f"cannot start Chromium ({'; '.join(tried)}); {INSTALL_HINT}")
 
 
-def _run_script(page: Page, script: str, inputs: dict[str, Any],
-                workspace: Workspace) -> dict[str, Any]:
+def _run_script(page: Page, script: str, inputs: dict[str, Any], workspace: Workspace,
+                secrets: Secrets) -> dict[str, Any]:
     """Call ``run(page, inputs)`` of the skill's script; bytes it returns become
     artifacts in the shared store."""
     path = Path.cwd() / script
@@ -74,7 +77,8 @@ def _run_script(page: Page, script: str, inputs: dict[str, Any],
     try:
         outputs = entry(page, inputs)
     except Exception as exc:
-        traceback.print_exc()  # the stderr tail keeps where in the script it failed
+        # the stderr tail keeps where in the script it failed (the secrets it read out)
+        print(redact(traceback.format_exc(), secrets), file=sys.stderr, end="")
         raise HostError(f"browser.script {script} failed: {type(exc).__name__}: "
                         f"{first_line(exc)}") from None
     if not isinstance(outputs, dict):

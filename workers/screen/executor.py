@@ -27,6 +27,7 @@ from typing import Any
 
 from shared.manifest import Approach, Manifest, RunSpec
 from shared.resolve import ResolveError, Scope, resolve
+from shared.screen_secrets import SecretRefError, marked, split_secrets
 from shared.settings import Settings
 from workers.cmd0.display import display_env, display_problem
 from workers.dom0.chromium import configured_chromium, system_chromium
@@ -131,19 +132,23 @@ def _workspace_dir(approach: Approach, scratch: Path | None,
 
 def host_spec(manifest: Manifest, inputs: dict[str, Any], settings: Settings
               ) -> dict[str, Any] | None:
-    """What the host process runs, references resolved; None for a plain script.
-    ValueError naming the action when a reference has no value."""
+    """What the host process runs, input references resolved, secrets as markers that
+    name them (shared/screen_secrets.py): this goes to a file, so it never holds a
+    secret's value. None for a plain script. ValueError naming the action when a
+    reference has no value."""
+    # The declared secrets, by name: the host finds their values in its environment.
+    secrets = list(manifest.auth)
     if manifest.browser is not None:
         b = manifest.browser
         return {"actions": _resolved("browser", b.actions, inputs) if b.actions else None,
                 "script": b.script, "timeout_s": b.timeout, "action_timeout_s":
                 b.action_timeout, "viewport": list(b.viewport), "chromium":
-                configured_chromium(settings.chromium_path)}
+                configured_chromium(settings.chromium_path), "secrets": secrets}
     if manifest.desktop is not None:
         d = manifest.desktop
         return {"actions": _resolved("desktop", d.actions, inputs), "timeout_s": d.timeout,
                 "action_timeout_s": d.action_timeout, "confidence": d.confidence,
-                "pause": d.pause}
+                "pause": d.pause, "secrets": secrets}
     return None
 
 
@@ -153,14 +158,27 @@ def _resolved(field: str, actions: Any, inputs: dict[str, Any]) -> list[dict[str
     for index, action in enumerate(actions):
         body = action.body.model_dump(exclude_none=True)
         try:
-            filled = {k: v if k == "output" else resolve(v, scope) for k, v in body.items()}
-        except ResolveError as exc:
+            filled = {k: v if k == "output" else _field(v, scope) for k, v in body.items()}
+        except (ResolveError, SecretRefError) as exc:
             raise ValueError(f"{field}.actions[{index}] ({action.kind}): {exc}") from None
-        for key, value in filled.items():  # a lone reference keeps its type: text it
-            if isinstance(body[key], str) and not isinstance(value, str):
-                filled[key] = json.dumps(value)
         out.append({"kind": action.kind, **filled})
     return out
+
+
+def _field(value: Any, scope: Scope) -> Any:
+    """One field of an action: its inputs resolved; a string holding secrets becomes a
+    marker whose text parts are resolved one by one (never parsed again afterwards)."""
+    if not isinstance(value, str):
+        return resolve(value, scope)
+    parts = split_secrets(value)
+    if all(isinstance(p, str) for p in parts):
+        return _text(resolve(value, scope))
+    return marked([_text(resolve(p, scope)) if isinstance(p, str) else p for p in parts])
+
+
+def _text(value: Any) -> Any:
+    """A lone reference keeps its type: in a string field, text it."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _chromium(settings: Settings) -> str | None:
