@@ -20,8 +20,21 @@ class Settings(BaseSettings):
     vault: Path = Field(default=Path("vault"), description="the vault folder of skills")
     home: Path = Field(default=Path.home() / ".skillq",
                        description="local state: embedded servers, caches, secrets")
-    broker_url: str | None = Field(default=None, description="Redis URL; unset = embedded")
-    result_backend: str | None = Field(default=None, description="defaults to broker_url")
+    broker_url: str | None = Field(default=None, description="Redis (redis://) or RabbitMQ "
+                                   "(amqp://) URL; unset = embedded Redis "
+                                   "(docs/scaling.md)")
+    broker_heartbeat_s: float = Field(default=60.0, ge=0, description="RabbitMQ only: the "
+                                      "AMQP heartbeat; a peer silent for about this long "
+                                      "(a machine gone without closing its connections) "
+                                      "is dropped and its unacknowledged messages go back "
+                                      "to their queues; 0 = none")
+    broker_confirm_publish: bool = Field(default=True, description="RabbitMQ only: wait "
+                                         "for the broker to confirm each message it takes "
+                                         "(publisher confirms), so none is lost to a "
+                                         "broker crash just after it was sent")
+    result_backend: str | None = Field(default=None, description="where Celery keeps "
+                                       "results (a Redis URL); unset = broker_url when it "
+                                       "is Redis, none with RabbitMQ (docs/scaling.md)")
     database_url: str | None = Field(default=None, description="PostgreSQL URL; unset = "
                                      "embedded")
     discovery_ttl_s: float = Field(default=5.0, ge=0,

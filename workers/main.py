@@ -23,7 +23,6 @@ from shared.settings import get_settings
 from workers import announce, attempt_end, sweeper
 from workers import sandbox as sandboxes
 
-
 POOLS = ("prefork", "threads")
 
 

@@ -509,12 +509,18 @@ def skillq_argv(*args: str) -> list[str]:
 _ACTIVE: list[Stack] = []  # the stack of this pytest process, for failure reports
 
 
-def build_stack(home: Path, *, migrate: bool = True) -> Stack:
+def build_stack(home: Path, *, migrate: bool = True, broker_url: str | None = None,
+                redis_results: bool = False) -> Stack:
     """Embedded servers under home (no workers yet); ``migrate=False`` leaves the database
-    without tables, as a first start finds it."""
-    settings = Settings(_env_file=None, home=home, broker_url=None, database_url=None,
-                        result_backend=None)
+    without tables, as a first start finds it. ``broker_url``: that broker (RabbitMQ,
+    test_rabbitmq*.py) instead of the embedded Redis, which then starts only with
+    ``redis_results``, as the result backend."""
+    settings = Settings(_env_file=None, home=home, broker_url=None if redis_results
+                        else broker_url, database_url=None, result_backend=None)
     endpoints = resolve_endpoints(settings)  # starts the embedded Redis and PostgreSQL
+    if broker_url is not None and redis_results:
+        endpoints = Endpoints(broker_url=broker_url, database_url=endpoints.database_url,
+                              result_backend=endpoints.broker_url)
     if migrate:
         upgrade(endpoints.database_url)
     (home / "tmp").mkdir(exist_ok=True)
@@ -533,6 +539,27 @@ def build_stack(home: Path, *, migrate: bool = True) -> Stack:
     app = create_app(settings, broker_url=endpoints.broker_url,
                      result_backend=endpoints.result_backend)
     return Stack(home=home, endpoints=endpoints, env=env, app=app)
+
+
+@contextlib.contextmanager
+def running_stack(home: Path, **build: Any) -> Iterator[Stack]:
+    """A stack of the caller's own with the standard workers ready, as the session
+    ``stack`` is, torn down afterwards; ``build``: build_stack's options."""
+    built: Stack | None = None
+    try:
+        built = build_stack(home, **build)
+        _ACTIVE.append(built)
+        for spec in STANDARD_WORKERS:
+            built.start_worker(spec)
+        built.wait_ready([s.name for s in STANDARD_WORKERS])
+        yield built
+    finally:
+        if built is not None:
+            with contextlib.suppress(ValueError):
+                _ACTIVE.remove(built)
+            built.teardown()
+        else:
+            stop_embedded(home)
 
 
 @pytest.fixture(scope="session")
