@@ -1,7 +1,7 @@
 """Execution overhead: skillq side by side with its raw-Celery floor, same broker, same run.
 
     .venv/bin/python benchmarks/execution.py [--quick] [--py-spy DIR] [--big-vault N]
-                                             [--only a,b,d,e,cli] [--keep]
+                                             [--only a,b,d,e,s,cli] [--keep]
 
 It starts its own stack: a real Redis and PostgreSQL under a temporary SKILLQ_HOME (the
 embedded default, orchestrator/embedded.py), or the servers named by SKILLQ_BROKER_URL and
@@ -36,6 +36,13 @@ Figures (ratio, target):
      PostgreSQL COPY of the same rows into the same table, throughput          >= 0.35x
   e  widths 10, 100, 1,000, 5,000 (--quick: up to 1,000): the marginal time per item,
      (T(w) - T(1)) / (w - 1), stays within +-20 % of its median over the widths
+  s  scale (issue 16): the planner's advance with nothing to do over a fan-out of
+     10,000 and of 100,000 pending items (--quick: 2,000 and 20,000), each against its
+     floor (locking, reading and writing the run's row), within 10 ms of each other
+     (d3-flat); the advance after one item retries (d3r); and a 100,000-item fan-out
+     of cache hits (--quick: 20,000), ms per item against the 1,000-item figure of the
+     same run, within +-20 % (f), with the peak RSS of the waiting client (which also
+     plans the launch) and of the skillq worker with its pool (f-rss-*)
 Informational rows (no target) break the gaps down:
   a2 a3 a4   latency of a script step; raw Celery with skillq's Celery settings (acks_late,
              prefetch 1, task events, track_started); `skillq run` from the shell

@@ -2,21 +2,30 @@
 
 Fan-out lists are known only at run time and Celery's own fan-in (chords) counts a
 redelivered task twice under at-least-once delivery, so fan-in is tracked here: each
-call locks the run's row, reads every step attempt, and decides what is ready, what
-finished, what died and what retries next. It is idempotent: calling it twice in a
-row dispatches nothing new. The caller commits, then sends the returned dispatches.
+call locks the run's row and decides what is ready, what finished, what died and what
+retries next. It is idempotent: calling it twice in a row dispatches nothing new. The
+caller commits, then sends the returned dispatches.
+
+It runs once per settled step, per failed item and per watch, so it reads only what it
+needs, each an index range on ix_step_runs_run_step_state (migration 0015), never every
+attempt of the run: the attempts of its running steps that want something (a retry or
+a lost item without its next attempt, a retry falling due, a running item whose
+heartbeat stopped), whether a running step has an item still open, its failed items
+once it has none, and a finished step's outputs when a later step or the run's outputs
+refer to them. A 100,000-item fan-out's advance costs what a 10-item one's does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
-from lifecycle import transitions
+from lifecycle import step_counts, transitions
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
 from lifecycle.run_costs import run_usage
 from shared.cache import input_hash
@@ -52,13 +61,6 @@ class Dispatch:
     urgent: bool = False  # taken before the queue's other messages (canvas.py priority)
 
 
-@dataclass(frozen=True, slots=True)
-class _Launched:
-    """A just-inserted attempt, as far as this advance needs to know it."""
-
-    state: str = StepState.PENDING.value
-
-
 @dataclass
 class Outcome:
     dispatch: list[Dispatch] = field(default_factory=list)
@@ -85,6 +87,27 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+FINAL = [s for s in StepState if s.final]
+
+
+class _Values(Mapping[str, Any]):
+    """Finished steps' values, read from their records only when a reference asks: a
+    step after a wide fan-out that does not refer to it never loads its outputs."""
+
+    def __init__(self, work: _Advance, done: list[PlanStep]) -> None:
+        self.work = work
+        self.done = {s.id: s for s in done}
+
+    def __getitem__(self, step_id: str) -> Any:
+        return self.work.value(self.done[step_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.done)
+
+    def __len__(self) -> int:
+        return len(self.done)
+
+
 class _Advance:
     def __init__(self, session: Session, run: PipelineRun, settings: Settings) -> None:
         self.session = session
@@ -93,18 +116,7 @@ class _Advance:
         self.plan = Plan.model_validate(run.plan)
         self.progress: dict[str, dict[str, Any]] = {k: dict(v) for k, v in
                                                     (run.progress or {}).items()}
-        self.latest: dict[tuple[str, int], StepRun | _Launched] = {}
-        rows = session.scalars(select(StepRun).where(StepRun.run_id == run.id)).all()
-        self.lost_count: dict[tuple[str, int], int] = {}
-        newest: dict[tuple[str, int], StepRun] = {}
-        for row in rows:
-            key = (row.step_id, row.item_index)
-            if row.state == StepState.LOST:
-                self.lost_count[key] = self.lost_count.get(key, 0) + 1
-            if key not in newest or row.attempt > newest[key].attempt:
-                newest[key] = row
-        self.latest.update(newest)
-        self.loaded = newest
+        self.open_steps: set[str] = set()  # seen with an item open: they stay so here
         self.out = Outcome()
         self.values: dict[str, Any] = {}
         self.now = _now()
@@ -120,13 +132,12 @@ class _Advance:
             self._fail(row.step_id, row.item_index, str(exc))
             return
         new = transitions.add_attempt(
-            self.session, id=step_run_id(row.run_id, row.step_id, row.item_index,
+            self.session, follows=row, id=step_run_id(row.run_id, row.step_id, row.item_index,
                                          row.attempt + 1),
             run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
             attempt=row.attempt + 1, skill=row.skill, version=row.version, source=row.source,
             queue=where.queue_for(row.item_index + 1), route=where.reason, inputs=row.inputs,
             input_hash=row.input_hash, not_before=due)
-        self.latest[(row.step_id, row.item_index)] = new
         self._send_when_due(new)
 
     def _send_when_due(self, row: StepRun) -> None:
@@ -144,27 +155,40 @@ class _Advance:
         self.out.dispatch.append(Dispatch((row.id,), row.queue, row.skill,
                                           urgent=row.attempt > 1 or row.started_at is not None))
 
+    def _running(self) -> list[str]:
+        return [s.id for s in self.plan.steps
+                if self.progress.get(s.id, {}).get("state") == "running"]
+
     def revive(self) -> None:
-        """Retry what failed transiently; re-dispatch what a dead worker held."""
+        """Retry what failed transiently; re-dispatch what a dead worker held.
+
+        Reads first (the rows, their items' losses), then changes: no query in the loop,
+        so a thousand items of a dead worker's batches cost one flush, not a thousand."""
+        steps = self._running()
+        if not steps:
+            return
         now = self.now
         dead_before = now - timedelta(seconds=self.settings.dead_after_s)
-        for key, row in list(self.loaded.items()):
+        wanting = step_counts.wanting(self.session, self.run.id, steps, dead_before)
+        lost = step_counts.losses(self.session, self.run.id, wanting)
+        for row in wanting:
             if self.out.finished:
                 return
+            losses = lost.get((row.step_id, row.item_index), 0)
             if row.state == StepState.RETRYING:
                 self._next_attempt(row, row.not_before)
-            elif row.state == StepState.PENDING and row.not_before is not None:
+            elif row.state == StepState.PENDING:  # not_before set: a retry, or resumed
                 self._send_when_due(row)
             elif row.state == StepState.LOST:  # declared by its worker (a pool death)
-                self._after_loss(key, row, self.lost_count.get(key, 0))
-            elif row.state == StepState.RUNNING and row.child_run_id is None \
-                    and row.heartbeat_at is not None and row.heartbeat_at < dead_before:
+                self._after_loss(row, losses)
+            else:  # running, its heartbeat stopped
+                assert row.heartbeat_at is not None
                 transitions.declare_lost(
                     row, f"worker {row.worker} stopped sending heartbeats (none since "
                     f"{row.heartbeat_at:%H:%M:%S}); re-dispatched", now)
-                self._after_loss(key, row, self.lost_count.get(key, 0) + 1)
+                self._after_loss(row, losses + 1)
 
-    def _after_loss(self, key: tuple[str, int], row: StepRun, losses: int) -> None:
+    def _after_loss(self, row: StepRun, losses: int) -> None:
         if losses >= MAX_LOST:
             self._fail(row.step_id, row.item_index, f"its worker died {MAX_LOST} times "
                        "running it")
@@ -173,20 +197,19 @@ class _Advance:
         self._next_attempt(row, None)
 
     # -- values ---------------------------------------------------------------------
-    def _items(self, step: PlanStep) -> list[StepRun | _Launched | None]:
-        count = self.progress[step.id].get("items", 1)
-        if not step.fans_out:
-            return [self.latest.get((step.id, -1))]
-        return [self.latest.get((step.id, i)) for i in range(count)]
-
     def value(self, step: PlanStep) -> Any:
+        """A finished step's value: its items' outputs in order (None for a failed one
+        under on_failure: continue). A finished step's items all have a final attempt,
+        and no item has two."""
         if step.id in self.values:
             return self.values[step.id]
         results = []
-        for row in self._items(step):
-            assert isinstance(row, StepRun)
-            if row.state == StepState.SUCCEEDED:
-                results.append(unpack(self.session, row.outputs))
+        for state, outputs in self.session.execute(
+                select(StepRun.state, StepRun.outputs).where(
+                    StepRun.run_id == self.run.id, StepRun.step_id == step.id,
+                    step_counts.in_state(*FINAL)).order_by(StepRun.item_index)):
+            if state == StepState.SUCCEEDED:
+                results.append(unpack(self.session, outputs))
             elif step.on_failure is OnFailure.CONTINUE:
                 results.append(None)
         value = results if step.fans_out else (results[0] if results else None)
@@ -195,7 +218,7 @@ class _Advance:
 
     def scope(self, item: Any = None, has_item: bool = False) -> Scope:
         done = [s for s in self.plan.steps if self.progress.get(s.id, {}).get("state") == "done"]
-        return Scope(inputs=self.run.inputs, steps={s.id: self.value(s) for s in done},
+        return Scope(inputs=self.run.inputs, steps=_Values(self, done),
                      fan_out=frozenset(s.id for s in done if s.fans_out),
                      array_outputs={s.id: frozenset(s.array_outputs) for s in done},
                      item=item, has_item=has_item)
@@ -225,15 +248,16 @@ class _Advance:
             return True
         # A retry's run (lifecycle/retry.py) starts with the items that succeeded in the
         # run it retries already recorded: those are not run again.
-        reused = {i for (sid, i), row in self.loaded.items()
-                  if sid == step.id and row.state == StepState.SUCCEEDED}
+        reused = set(self.session.scalars(select(StepRun.item_index).where(
+            StepRun.run_id == self.run.id, StepRun.step_id == step.id,
+            step_counts.in_state(StepState.SUCCEEDED))))
         # Every item's inputs first: a reference failing at item 7 must not leave items
         # 0-6 dispatched into a run that has failed.
-        prepared: list[tuple[int, dict[str, Any]]] = []
+        prepared: list[tuple[int, Any, str]] = []
         for index, item in enumerate(items):
             if (index if step.fans_out else -1) in reused:
                 continue
-            item_scope = self.scope(item, has_item=step.fans_out)
+            item_scope = replace(scope, item=item, has_item=step.fans_out)
             inputs = {}
             for key, expr in step.with_.items():
                 try:
@@ -242,27 +266,28 @@ class _Advance:
                     if _optional_input(expr, self.run.inputs):
                         continue  # not given: the called skill's default applies
                     raise _ItemError(index if step.fans_out else -1, str(exc)) from None
-            prepared.append((index if step.fans_out else -1, inputs))
+            prepared.append((index if step.fans_out else -1, inputs, ""))
         if not prepared:
             return True
         where = self._route(step)  # before any row: a step nobody can run fails here
         size = self._batch_size(step.skill, len(prepared))
-        records: list[dict[str, Any]] = []
-        for index, inputs in prepared:
-            queue = where.queue_for(len(records) // size)
-            records.append({
-                "id": step_run_id(self.run.id, step.id, index, 1), "run_id": self.run.id,
-                "step_id": step.id, "item_index": index, "attempt": 1, "skill": step.skill,
-                "version": step.version, "state": StepState.PENDING.value,
-                "source": self.run.source, "queue": queue,
-                "inputs": pack(self.session, inputs, self.settings.inline_output_bytes),
-                "input_hash": input_hash(inputs), "not_before": None, "route": where.reason})
-            self.latest[(step.id, index)] = _Launched()
-        transitions.launch_attempts(self.session, records)
-        for start in range(0, len(records), size):
-            batch = records[start:start + size]
-            self.out.dispatch.append(Dispatch(tuple(r["id"] for r in batch), batch[0]["queue"],
-                                              step.skill))
+        inline = self.settings.inline_output_bytes
+        for n, (index, inputs, _) in enumerate(prepared):  # stored before COPY takes over
+            prepared[n] = (index, pack(self.session, inputs, inline), input_hash(inputs))
+        ids = [step_run_id(self.run.id, step.id, index, 1) for index, _, _ in prepared]
+        # Rows are made as COPY takes them, not held all at once (a wide fan-out's are
+        # most of what an advance holds); prepared keeps only what each row needs.
+        transitions.launch_attempts(self.session, (
+            {"id": ids[n], "run_id": self.run.id, "step_id": step.id, "item_index": index,
+             "attempt": 1, "skill": step.skill, "version": step.version,
+             "state": StepState.PENDING.value, "source": self.run.source,
+             "queue": where.queue_for(n // size), "inputs": packed, "input_hash": digest,
+             "not_before": None, "route": where.reason}
+            for n, (index, packed, digest) in enumerate(prepared)))
+        for start in range(0, len(ids), size):
+            self.out.dispatch.append(Dispatch(tuple(ids[start:start + size]),
+                                              where.queue_for(start // size), step.skill))
+        self.open_steps.add(step.id)  # its items were just inserted pending
         return False
 
     def _route(self, step: PlanStep) -> Route:
@@ -290,24 +315,30 @@ class _Advance:
         return max(1, min(MAX_BATCH, by_time, by_spread))
 
     def _settle(self, step: PlanStep) -> bool:
-        """Mark a running step done when every item is final; False if the run failed."""
-        rows = self._items(step)
-        if any(r is None or not StepState(r.state).final for r in rows):
+        """Mark a running step done when every item is final; False if the run failed.
+
+        After revive(), an item whose newest attempt is not final has one pending,
+        running or waiting (a retrying or lost attempt has its next one, or the run
+        failed), so "every item final" is "no attempt open": one index probe."""
+        if step.id in self.open_steps:
             return True
-        failed = [r for r in rows if isinstance(r, StepRun) and r.state == StepState.FAILED]
-        every = len(failed) == len(rows)
-        if failed and (step.on_failure is OnFailure.ABORT or (every and
-                       (step.fans_out or step.on_failure is OnFailure.SKIP))):
-            self.out.settled_skills.add(step.skill)
-            first = failed[0]
-            error = first.error or "failed"
-            if every and len(rows) > 1:
-                error = f"every one of its {len(rows)} items failed; the first: {error}"
-            self._fail(step.id, first.item_index, error)
-            return False
-        for row in failed:
+        if step_counts.any_open(self.session, self.run.id, step.id):
+            self.open_steps.add(step.id)
+            return True
+        failed, first = step_counts.failed_items(self.session, self.run.id, step.id)
+        items = self.progress[step.id].get("items", 1)
+        if first is not None:
+            every = failed == items
+            if step.on_failure is OnFailure.ABORT or (every and (
+                    step.fans_out or step.on_failure is OnFailure.SKIP)):
+                self.out.settled_skills.add(step.skill)
+                error = first.error or "failed"
+                if every and items > 1:
+                    error = f"every one of its {items} items failed; the first: {error}"
+                self._fail(step.id, first.item_index, error)
+                return False
             if step.on_failure is OnFailure.SKIP:
-                transitions.skip_failed(row)
+                transitions.skip_failed_items(self.session, self.run.id, step.id)
         self.progress[step.id]["state"] = "done"
         self.out.settled_skills.add(step.skill)
         return True
@@ -364,8 +395,13 @@ def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
     return ref is not None and ref.kind == "input" and ref.name not in given
 
 
+# A run's inputs hold its fan-out lists (600 KB at 100,000 items) and its outputs their
+# results: read when a step is launched or the run ends, not on every advance.
+LAZY = (defer(PipelineRun.inputs), defer(PipelineRun.outputs))
+
+
 def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
-    run = session.get(PipelineRun, run_id, with_for_update=True)
+    run = session.get(PipelineRun, run_id, with_for_update=True, options=LAZY)
     if run is None or RunState(run.state).terminal:
         return Outcome()  # ended before: a late nudge changes nothing
     if run.state == RunState.PENDING:

@@ -7,20 +7,25 @@ statement's guard (``WHERE state IN (...)``) is built from the table's sources o
 new state, passed as parameters taken from the enums. The caller owns the transaction.
 
 Other columns (outputs, errors, heartbeats) travel with the state change that sets them;
-heartbeats alone are not state changes (workers/heartbeat.py).
+heartbeats alone are not state changes (workers/heartbeat.py). Each change of a step
+attempt's state is also reported to lifecycle/step_counts.py, which keeps the per-step
+counts of the newest attempts' states (written at the commit).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import Any
 
 from sqlalchemy import func, insert, select, text, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
+from lifecycle.step_counts import moved, moved_rows
 from shared.cache import input_hash
 from shared.db.models import PipelineRun, StepRun
 from shared.states import (
@@ -118,22 +123,34 @@ def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
 
 # -- step attempts ------------------------------------------------------------------------
 
-def launch_attempts(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert pending attempts (dicts of LAUNCH_COLUMNS): a wide fan-out goes by COPY."""
-    if not rows:
-        return
-    if any(r["state"] != StepState.PENDING for r in rows):
-        raise ValueError("an attempt starts pending")
-    if len(rows) < COPY_FROM:
-        session.execute(insert(StepRun), [{**_DEFAULTS, **r} for r in rows])
-        return
-    columns = (*LAUNCH_COLUMNS, *_DEFAULTS)
-    raw = session.connection().connection.driver_connection
-    with raw.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
-            f"COPY step_runs ({', '.join(columns)}) FROM STDIN") as copy:
-        for r in rows:
-            copy.write_row([*(json.dumps(r["inputs"]) if c == "inputs" else r.get(c)
-                              for c in LAUNCH_COLUMNS), *_DEFAULTS.values()])
+def launch_attempts(session: Session, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert pending attempts (dicts of LAUNCH_COLUMNS); how many. A wide fan-out goes
+    by COPY, and ``rows`` may be a generator: its rows are made as COPY takes them."""
+    it = iter(rows)
+    head = list(islice(it, COPY_FROM))
+    launched: Counter[tuple[str, str]] = Counter()
+
+    def checked(r: dict[str, Any]) -> dict[str, Any]:
+        if r["state"] != StepState.PENDING:
+            raise ValueError("an attempt starts pending")
+        launched[(r["run_id"], r["step_id"])] += 1
+        return r
+
+    if len(head) < COPY_FROM:
+        if head:
+            session.execute(insert(StepRun), [{**_DEFAULTS, **checked(r)} for r in head])
+    else:
+        columns = (*LAUNCH_COLUMNS, *_DEFAULTS)
+        raw = session.connection().connection.driver_connection
+        with raw.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
+                f"COPY step_runs ({', '.join(columns)}) FROM STDIN") as copy:
+            for r in chain(head, it):
+                checked(r)
+                copy.write_row([*(json.dumps(r["inputs"]) if c == "inputs" else r.get(c)
+                                  for c in LAUNCH_COLUMNS), *_DEFAULTS.values()])
+    for (run_id, step_id), n in launched.items():
+        moved(session, run_id, step_id, None, StepState.PENDING, n)
+    return sum(launched.values())
 
 
 # What a retry copies of an attempt it reuses (the rest: who ran it, when, its logs).
@@ -157,13 +174,34 @@ def reuse_attempts(session: Session, run_id: str, rows: Sequence[StepRun],
                "created_at": now} for r in rows]
     if copies:
         session.execute(insert(StepRun), copies)
+        for step_id, n in Counter(c["step_id"] for c in copies).items():
+            moved(session, run_id, step_id, None, StepState.SUCCEEDED, n)
     return len(copies)
 
 
-def add_attempt(session: Session, **columns: Any) -> StepRun:
-    """One more pending attempt of a step item (a retry, or a re-dispatch after a loss)."""
-    row = StepRun(state=StepState.PENDING, **columns)
+def add_attempt(session: Session, follows: StepRun | None = None, **columns: Any) -> StepRun:
+    """One more pending attempt of a step item (a retry, or a re-dispatch after a loss).
+
+    The attempt it follows is marked superseded: it needs no next attempt any more, and
+    it is no longer the item's counted one. ``follows``: that attempt, as the planner
+    holds it (marked in memory, flushed with the rest); without it, found by a query.
+    """
+    if follows is not None:
+        follows.superseded = True
+        moved(session, follows.run_id, follows.step_id, follows.state, None)
+    else:
+        followed = session.execute(
+            update(StepRun)
+            .where(StepRun.run_id == columns["run_id"], StepRun.step_id == columns["step_id"],
+                   StepRun.item_index == columns["item_index"],
+                   StepRun.attempt < columns["attempt"], StepRun.superseded.is_(False))
+            .values(superseded=True).returning(StepRun.state)
+            .execution_options(synchronize_session="fetch")).scalars().all()
+        for old in followed:  # the newest of them was the item's counted attempt
+            moved(session, columns["run_id"], columns["step_id"], old, None)
+    row = StepRun(state=StepState.PENDING, superseded=False, **columns)
     session.add(row)
+    moved(session, row.run_id, row.step_id, None, StepState.PENDING)
     return row
 
 
@@ -201,6 +239,7 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
         "ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
         "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
         "ended": _values(ENDED_RUN)}).all()
+    moved_rows(session, rows, StepState.PENDING, StepState.RUNNING)
     return {r.id: Claimed(r.id, r.run_id, r.step_id, r.skill, r.version, r.attempt, r.inputs,
                           r.vault, r.workdir) for r in rows}
 
@@ -208,8 +247,7 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,
               now: datetime) -> None:
     """A redelivery takes an attempt whose process died (or a pending one) for itself."""
-    check_step(StepState(row.state), StepState.RUNNING)
-    row.state = StepState.RUNNING
+    _move(row, StepState.RUNNING)
     row.worker = worker
     row.worker_pid = pid
     row.daemon = daemon
@@ -227,7 +265,7 @@ _FINISH = text(
     "unlocked_at = :unlocked_at, cost_usd = :cost_usd, tokens_in = :tokens_in, "
     "tokens_out = :tokens_out "
     "WHERE id = :id AND state = :running AND worker_pid = :pid "
-    "RETURNING duration_ms, cost_usd, source")
+    "RETURNING duration_ms, cost_usd, source, run_id, step_id")
 
 # A screen step's machine lock (workers/screen/lock.py) and an agent step's model usage
 # (workers/agent/); other steps have neither.
@@ -249,12 +287,14 @@ def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Fin
     params = {**_UNSET, **values, "pid": pid, "running": StepState.RUNNING.value,
               "outputs": None if values.get("outputs") is None else json.dumps(values["outputs"])}
     row = session.execute(_FINISH, params).first()
-    return None if row is None else Finished(row.duration_ms, row.cost_usd, row.source)
+    if row is None:
+        return None
+    moved(session, row.run_id, row.step_id, StepState.RUNNING, values["state"])
+    return Finished(row.duration_ms, row.cost_usd, row.source)
 
 
 def declare_lost(row: StepRun, error: str, now: datetime | None = None) -> None:
-    check_step(StepState(row.state), StepState.LOST)
-    row.state = StepState.LOST
+    _move(row, StepState.LOST)
     row.finished_at = now or _now()
     row.error = error
     row.error_kind = "lost"
@@ -265,28 +305,54 @@ def lose_process(session: Session, ids: Sequence[str], pid: int, error: str,
     """Attempts of ``ids`` running under process ``pid``, which died: declared lost.
     The ids declared (a redelivery found them settled or taken over: none)."""
     now = now or _now()
-    guard = _values(step_sources(StepState.LOST))
-    stmt = (update(StepRun)
+    lost = []
+    for source in step_sources(StepState.LOST):  # one by one: the counts need the source
+        rows = session.execute(
+            update(StepRun)
             .where(StepRun.id.in_(list(ids)), StepRun.worker_pid == pid,
-                   StepRun.state.in_(guard), StepRun.child_run_id.is_(None))
+                   StepRun.state == source.value, StepRun.child_run_id.is_(None))
             .values(state=StepState.LOST.value, finished_at=now, error=error,
                     error_kind="lost")
-            .returning(StepRun.id))
-    return [str(i) for i in session.scalars(stmt).all()]
+            .returning(StepRun.id, StepRun.run_id, StepRun.step_id)).all()
+        moved_rows(session, rows, source, StepState.LOST)
+        lost += [str(r.id) for r in rows]
+    return lost
 
 
 def skip_failed(row: StepRun) -> None:
     """``on_failure: skip``: a failed item is dropped, and recorded as skipped."""
-    check_step(StepState(row.state), StepState.SKIPPED)
-    row.state = StepState.SKIPPED
+    _move(row, StepState.SKIPPED)
+
+
+def skip_failed_items(session: Session, run_id: str, step_id: str) -> int:
+    """``on_failure: skip`` for every failed item of a step at once (one statement)."""
+    check_step(StepState.FAILED, StepState.SKIPPED)
+    rows = session.execute(
+        update(StepRun)
+        .where(StepRun.run_id == run_id, StepRun.step_id == step_id,
+               StepRun.state == StepState.FAILED.value)
+        .values(state=StepState.SKIPPED.value)
+        .returning(StepRun.run_id, StepRun.step_id)
+        .execution_options(synchronize_session=False)).all()
+    moved_rows(session, rows, StepState.FAILED, StepState.SKIPPED)
+    return len(rows)
+
+
+def _move(row: StepRun, new: StepState) -> None:
+    """An ORM row's state change, checked and counted (in the row's session)."""
+    old = StepState(row.state)
+    check_step(old, new)
+    row.state = new
+    session = object_session(row)
+    if session is not None:
+        moved(session, row.run_id, row.step_id, old, new)
 
 
 def settle_parent(parent: StepRun, child: PipelineRun, now: datetime | None = None) -> None:
     """A nested run ended: the step that started it ends the same way."""
     now = now or _now()
     new = StepState.SUCCEEDED if child.state == RunState.SUCCEEDED else StepState.FAILED
-    check_step(StepState(parent.state), new)
-    parent.state = new
+    _move(parent, new)
     parent.finished_at = now
     if parent.started_at is not None:
         parent.duration_ms = (now - parent.started_at).total_seconds() * 1000
@@ -321,30 +387,38 @@ def _resume(session: Session, row_id: str, now: datetime) -> bool:
         update(StepRun).where(StepRun.id == row_id,
                               StepRun.state == StepState.WAITING.value)
         .values(state=StepState.PENDING.value, not_before=now)
-        .returning(StepRun.id).execution_options(synchronize_session=False)).first()
-    return done is not None
+        .returning(StepRun.run_id, StepRun.step_id)
+        .execution_options(synchronize_session=False)).all()
+    moved_rows(session, done, StepState.WAITING, StepState.PENDING)
+    return bool(done)
 
 
 def cancel_pending(session: Session, run_id: str, reason: str, now: datetime) -> None:
     """Attempts of the run still waiting in a queue, or for sub-skill runs, never run."""
-    session.execute(
-        update(StepRun)
-        .where(StepRun.run_id == run_id,
-               StepRun.state.in_([StepState.PENDING.value, StepState.WAITING.value]))
-        .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
-                error_kind="cancelled")
-        .execution_options(synchronize_session=False))
+    _cancel(session, run_id, (StepState.PENDING, StepState.WAITING), reason, now)
 
 
 def cancel_open(session: Session, run_id: str, reason: str, now: datetime) -> list[str]:
     """Every open attempt of the run is cancelled; the ids of those that were running."""
-    guard = _values(step_sources(StepState.CANCELLED))
-    rows = session.execute(
-        update(StepRun)
-        .where(StepRun.run_id == run_id, StepRun.state.in_(guard))
-        .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
-                error_kind="cancelled")
-        .returning(StepRun.id, StepRun.started_at)
-        .execution_options(synchronize_session=False)).all()
+    rows = _cancel(session, run_id, step_sources(StepState.CANCELLED), reason, now)
     return [str(r.id) for r in rows if r.started_at is not None]
+
+
+def _cancel(session: Session, run_id: str, sources: Sequence[StepState], reason: str,
+            now: datetime) -> list[Any]:
+    """The run's attempts in ``sources`` cancelled, a statement per source state (the
+    counts need to know which state each left); the rows changed."""
+    changed: list[Any] = []
+    for source in sources:
+        check_step(source, StepState.CANCELLED)
+        rows = session.execute(
+            update(StepRun)
+            .where(StepRun.run_id == run_id, StepRun.state == source.value)
+            .values(state=StepState.CANCELLED.value, finished_at=now, error=reason,
+                    error_kind="cancelled")
+            .returning(StepRun.id, StepRun.started_at, StepRun.run_id, StepRun.step_id)
+            .execution_options(synchronize_session=False)).all()
+        moved_rows(session, rows, source, StepState.CANCELLED)
+        changed += rows
+    return changed
 

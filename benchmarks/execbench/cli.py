@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-GROUPS = {"a", "b", "d", "e", "cli"}
+GROUPS = {"a", "b", "d", "e", "s", "cli"}
 
 
 def parse_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
@@ -19,7 +19,7 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
                         help="also run (b) in a vault with N more skills (default: 2,000; "
                         "--quick: 0)")
     parser.add_argument("--only", default="", help="comma-separated figure groups: "
-                        "a,b,d,e,cli (default: all)")
+                        "a,b,d,e,s,cli (default: all)")
     return parser.parse_args(argv)
 
 
@@ -36,4 +36,7 @@ def config(args: argparse.Namespace) -> dict[str, Any]:
             "records_reps": 2 if quick else 3, "lifecycle_n": 300 if quick else 1000,
             "cli_runs": 2 if quick else 5, "python_fanout": not quick,
             "big_vault": args.big_vault if args.big_vault is not None else
-            (0 if quick else 2000)}
+            (0 if quick else 2000),
+            # (s): the planner's advance at these sizes, and a wide fan-out against x1,000
+            "scale_sizes": [2000, 20000] if quick else [10000, 100000], "scale_reps": 9,
+            "scale_fan": 20000 if quick else 100000, "scale_fan_reps": 1 if quick else 5}

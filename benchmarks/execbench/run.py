@@ -29,6 +29,7 @@ from .figure import Figure
 from .figures_fanout import fig_big_vault, fig_fanouts, fig_strict_fan, fig_widths
 from .figures_latency import cli_latency, fig_durable_floor, fig_latency, fig_strict_latency
 from .figures_records import fig_records
+from .figures_scale import fig_scale
 from .profiling import profile
 from .report import print_phases, print_profiles, render, source_state, write_results
 from .stack import Stack
@@ -94,6 +95,11 @@ def main(description: str, argv: list[str] | None = None) -> int:
                 step("(d) run records")
                 figures += fig_records(b, cfg["records_n"], cfg["records_reps"],
                                        cfg["lifecycle_n"])
+            if "s" in only:
+                step("(s) the planner and a fan-out at scale")
+                figures += fig_scale(b, cfg["scale_sizes"], cfg["scale_reps"],
+                                     cfg["fan_width"], cfg["scale_fan"],
+                                     cfg["scale_fan_reps"])
             if args.py_spy:
                 step("profiling the skillq worker with py-spy")
                 profiles = profile(b, worker, args.py_spy, cfg["fan_width"])

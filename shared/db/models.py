@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -16,7 +17,9 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    false,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -71,7 +74,12 @@ class StepRun(Base):
     __tablename__ = "step_runs"
     __table_args__ = (Index("ix_step_runs_run_step", "run_id", "step_id", "item_index"),
                       Index("ix_step_runs_skill_finished", "skill", "finished_at"),
-                      Index("ix_step_runs_state_heartbeat", "state", "heartbeat_at"))
+                      Index("ix_step_runs_state_heartbeat", "state", "heartbeat_at"),
+                      # What the planner asks of one step, an index range each (0015).
+                      Index("ix_step_runs_run_step_state", "run_id", "step_id", "state",
+                            "superseded", "not_before"),
+                      Index("ix_step_runs_run_child", "run_id",
+                            postgresql_where=text("child_run_id IS NOT NULL")))
 
     # "<run id>/<step id>/<item or -1>/<attempt>": a redelivered message names the same row.
     id: Mapped[str] = mapped_column(String(160), primary_key=True)
@@ -117,6 +125,22 @@ class StepRun(Base):
     # The improvement note this final failure was counted on (shared/notes.py): a note
     # keeps only its latest run, so a run's page finds its own notes through this.
     note_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # A later attempt of this item exists (migration 0015): a retrying or lost attempt
+    # keeps its state, and this tells the planner it needs no next attempt any more.
+    superseded: Mapped[bool] = mapped_column(Boolean, default=False,
+                                             server_default=false())
+
+
+class StepCount(Base):
+    """How many items of a run's step have their newest attempt in ``state``: kept by
+    lifecycle/step_counts.py in the transactions that change states (migration 0015)."""
+
+    __tablename__ = "step_counts"
+
+    run_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    items: Mapped[int] = mapped_column(BigInteger)
 
 
 class Artifact(Base):
