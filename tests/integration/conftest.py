@@ -564,22 +564,8 @@ def running_stack(home: Path, **build: Any) -> Iterator[Stack]:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    home = tmp_path_factory.mktemp("skillq-home")
-    built: Stack | None = None
-    try:
-        built = build_stack(home)
-        _ACTIVE.append(built)
-        for spec in STANDARD_WORKERS:
-            built.start_worker(spec)
-        built.wait_ready([s.name for s in STANDARD_WORKERS])
+    with running_stack(tmp_path_factory.mktemp("skillq-home")) as built:
         yield built
-    finally:
-        if built is not None:
-            with contextlib.suppress(ValueError):
-                _ACTIVE.remove(built)
-            built.teardown()
-        else:
-            stop_embedded(home)
 
 
 @pytest.fixture
