@@ -103,17 +103,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def claim(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
-    """Take one step attempt for this delivery, or None when another delivery owns it."""
-    claims = claim_batch(ctx, [row_id], worker)
-    return claims[0] if claims else None
-
-
-def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Claim]:
+def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
+                on_due: Callable[[str], None]) -> list[Claim]:
     """Take the attempts of one message, in order; those another delivery owns are left.
 
     The common case (pending rows) is one statement for the whole batch; the rest (a
-    redelivery after a crash: rows running under a dead process) go row by row.
+    redelivery after a crash: rows running under a dead process) go row by row. A row
+    whose process died is declared lost here and ``on_due(run_id)`` called, so the planner
+    sends its next attempt (whichever of this and the worker's pool-loss handler sees the
+    death first records it; the other finds the attempt settled).
     """
     def fast() -> dict[str, Claim]:
         now = datetime.now(UTC)
@@ -132,8 +130,10 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Cla
         if row_id not in taken:
             slow = _outlasting(ctx, lambda: _claim_locked(ctx, row_id, worker),  # noqa: B023
                                "claiming a step")
-            if slow is not None:
+            if isinstance(slow, Claim):
                 taken[row_id] = slow
+            elif slow is not None:
+                on_due(slow.run_id)
         elif taken[row_id].attempt > 1:
             # An earlier attempt's script may outlive a dead worker in its own session:
             # end it before running the step again (one browser, one side effect).
@@ -141,7 +141,13 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str) -> list[Cla
     return [taken[i] for i in ids if i in taken]
 
 
-def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
+@dataclass(frozen=True, slots=True)
+class _Lost:
+    """A redelivered attempt whose process had died: declared lost, for the planner."""
+    run_id: str
+
+
+def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost | None:
     """The slow path: decide under the row's lock whether a running row is orphaned."""
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
@@ -157,7 +163,14 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | None:
                 and row.worker_pid != ctx.pid and not _pid_alive(row.worker_pid)
             if fresh and not same_host_dead:
                 return None  # a live process is running it; this is a duplicate delivery
-
+            if row.child_run_id is None:
+                # Not taken over: the attempt is lost, as the planner's watchdog and the
+                # pool-loss handler record it, and the next one is the planner's to send
+                # (one place decides retries; the records say what happened).
+                why = f"process {row.worker_pid} on {host} died" if same_host_dead else \
+                    f"worker {row.worker} stopped sending heartbeats"
+                transitions.declare_lost(row, f"{why}; re-dispatched", now)
+                return _Lost(row.run_id)
         elif state != StepState.PENDING:
             return None  # already settled: a redelivered message after the fact
         if row.attempt > 1 or state == StepState.RUNNING:
@@ -406,7 +419,7 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     """Claim, run and record one message's attempts; ``on_due(run_id)`` for each run the
     planner should look at, as soon as it is known. The results of the attempts this
     delivery ran (none: another delivery owns them, or their run has ended)."""
-    jobs = claim_batch(ctx, ids, worker)
+    jobs = claim_batch(ctx, ids, worker, on_due)
     states: list[Result] = []
     open_ids = {j.row_id for j in jobs}
     pending: list[tuple[Claim, Result]] = []
