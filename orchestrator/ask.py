@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
@@ -23,6 +22,7 @@ from orchestrator.launch import launch, unrunnable
 from shared import ask_stream
 from shared.agent_prompt.ask import AskPrompt, ask_prompt
 from shared.builtin import ASK, builtin_skill
+from shared.db import libpq
 from shared.db.session import transaction
 from shared.errors import InputError, NoWorker
 from shared.library_tokens import LibraryState, library_states, token_entries
@@ -104,10 +104,8 @@ class AnswerStream:
     piece of the run ``follow`` names, on a thread of its own."""
 
     def __init__(self, database_url: str, write: Callable[[str], None]) -> None:
-        dsn = make_url(database_url).set(drivername="postgresql")
-        self._pg: psycopg.Connection[Any] | None = psycopg.connect(
-            dsn.render_as_string(hide_password=False), autocommit=True, connect_timeout=10)
-        self._pg.execute(f"LISTEN {ask_stream.CHANNEL}")
+        self._pg: psycopg.Connection[Any] | None = libpq.listening(
+            database_url, ask_stream.CHANNEL, connect_timeout_s=10)
         self._write = write
         self._lock = threading.Lock()
         self._run: str | None = None

@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 import tenacity
-from sqlalchemy.engine import make_url
 
 from lifecycle.context import WorkerContext
 from lifecycle.retry import create_retry
@@ -37,6 +36,7 @@ from orchestrator.connect import Connection
 from orchestrator.history import descendant_run_ids
 from orchestrator.library.guard import refuse_disabled_run
 from orchestrator.submit import checked
+from shared.db import libpq
 from shared.db.models import PipelineRun
 from shared.db.outage import Outage, first_line
 from shared.db.session import transaction
@@ -300,14 +300,12 @@ class _Listener:
     """The LISTEN connection for run ends, opened again after an outage broke it."""
 
     def __init__(self, database_url: str) -> None:
-        dsn = make_url(database_url).set(drivername="postgresql")
-        self._dsn = dsn.render_as_string(hide_password=False)
+        self._database_url = database_url
         self._pg: psycopg.Connection[Any] | None = None
 
     def open(self) -> None:
         if self._pg is None:
-            self._pg = psycopg.connect(self._dsn, autocommit=True)
-            self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
+            self._pg = libpq.listening(self._database_url, RUN_DONE_CHANNEL)
 
     def wait(self, run_id: str, timeout_s: float) -> None:
         assert self._pg is not None

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from lifecycle.tasks import RUN_DONE_CHANNEL
+from shared.db import libpq
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
@@ -29,8 +29,7 @@ LISTEN_SLICE_S = 1.0  # how soon a stop() is noticed
 
 class RunEnds:
     def __init__(self, database_url: str) -> None:
-        dsn = make_url(database_url).set(drivername="postgresql")
-        self._dsn = dsn.render_as_string(hide_password=False)
+        self._database_url = database_url
         self._waiters: defaultdict[str, set[threading.Event]] = defaultdict(set)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -68,8 +67,7 @@ class RunEnds:
         while not self._stop.is_set():
             pg: psycopg.Connection[Any] | None = None
             try:
-                pg = psycopg.connect(self._dsn, autocommit=True)
-                pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
+                pg = libpq.listening(self._database_url, RUN_DONE_CHANNEL)
                 while not self._stop.is_set():
                     for note in pg.notifies(timeout=LISTEN_SLICE_S):
                         self._wake(note.payload)

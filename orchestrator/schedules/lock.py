@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
 
+from shared.db import libpq
 from shared.errors import ScheduleError
 
 BEAT_LOCK_ID = 0x5C11BEA  # an advisory-lock number owned by `skillq beat` (< 2**31)
@@ -42,11 +42,6 @@ class BeatLock:
                                 "schedules; restart it") from exc
 
 
-def _dsn(database_url: str) -> str:
-    url = make_url(database_url).set(drivername="postgresql")
-    return url.render_as_string(hide_password=False)
-
-
 def holder(pg: psycopg.Connection[Any]) -> str:
     """Who holds the lock, as its session named itself (host, pid, since when)."""
     row = pg.execute(
@@ -67,8 +62,7 @@ def beat_lock(database_url: str, *, wait: bool, retry_s: float, stop: threading.
     With ``wait`` False a held lock raises ScheduleError naming the holder.
     """
     name = f"skillq-beat {socket.gethostname()} pid {os.getpid()}"
-    with psycopg.connect(_dsn(database_url), autocommit=True, application_name=name,
-                         options=KEEPALIVE_OPTIONS) as pg:
+    with libpq.connect(database_url, application_name=name, options=KEEPALIVE_OPTIONS) as pg:
         told = False
         while True:
             got = pg.execute("select pg_try_advisory_lock(%s)", (BEAT_LOCK_ID,)).fetchone()

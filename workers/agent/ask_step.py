@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from shared import ask_stream
 from shared.agent_prompt.ask import ask_prompt
 from shared.agent_prompt.prompt import StepPrompt
+from shared.db import libpq
 from shared.library_tokens import LibraryState, token_entries
 from shared.settings import Settings
 from shared.skill import Skill
@@ -44,8 +44,7 @@ class TextStream:
     the stream, never the step (the answer is recorded with the run either way)."""
 
     def __init__(self, database_url: str, run_id: str) -> None:
-        dsn = make_url(database_url).set(drivername="postgresql")
-        self._dsn = dsn.render_as_string(hide_password=False)
+        self._database_url = database_url
         self._run = run_id
         self._seq = 0
         self._pg: psycopg.Connection[Any] | None = None
@@ -56,7 +55,7 @@ class TextStream:
             return
         try:
             if self._pg is None:
-                self._pg = psycopg.connect(self._dsn, autocommit=True, connect_timeout=5)
+                self._pg = libpq.connect(self._database_url, connect_timeout_s=5)
             for payload in ask_stream.encode(self._run, self._seq, text):
                 self._pg.execute("SELECT pg_notify(%s, %s)", (ask_stream.CHANNEL, payload))
                 self._seq += 1
