@@ -19,11 +19,12 @@ from shared import daemon_key
 from shared.celery_app import create_app
 from shared.db.session import dispose_engines
 from shared.errors import ConfigError
+from shared.queues import WorkerPool
 from shared.settings import get_settings
 from workers import announce, attempt_end, sweeper
 from workers import sandbox as sandboxes
 
-POOLS = ("prefork", "threads")
+POOLS = tuple(p.value for p in WorkerPool)
 
 
 def worker_argv(queues: list[str], concurrency: int, node: str, pool: str = "prefork"

@@ -15,6 +15,7 @@ import typer
 from orchestrator.cli import common
 from orchestrator.cli.common import VaultOption, vault
 from shared.errors import PipelineFailed
+from shared.queues import WorkerPool
 from shared.states import RunState
 
 if TYPE_CHECKING:
@@ -174,6 +175,9 @@ def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated queues, e.g. default,control.")
                       ] = "default,control",
     concurrency: Annotated[int, typer.Option(help="Processes (1 for dom0 and cmd0).")] = 2,
+    pool: Annotated[WorkerPool, typer.Option(
+        help="prefork: steps in pool processes; threads: in the worker's own process "
+        "(one process instead of two where concurrency is 1).")] = WorkerPool.PREFORK,
     name: Annotated[str | None, typer.Option(help="Worker name.")] = None,
     daemon: Annotated[str | None, typer.Option(
         help="This machine's daemon name (default: SKILLQ_DAEMON, else the host name).")
@@ -192,7 +196,8 @@ def worker(
     # The data plane is its own program: the control plane hands this process over to it
     # rather than importing it (one import direction, pyproject's import-linter contract).
     argv = [sys.executable, "-m", "workers.main", "--queues", queues,
-            "--concurrency", str(concurrency), *(["--name", name] if name else []),
+            "--concurrency", str(concurrency), "--pool", pool.value,
+            *(["--name", name] if name else []),
             *(["--daemon", daemon] if daemon else []), *(["--role", role] if role else [])]
     sys.stdout.flush()
     sys.stderr.flush()

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import VAULTS, RunResult, Stack, copy_vault, kill_pids, wait_until
+from conftest import VAULTS, RunResult, Stack, copy_vault, kill_pids, skillq_argv, wait_until
 
 from shared.db.daemon_models import DaemonWorker
 
@@ -45,7 +45,10 @@ class Daemon:
             self.proc.wait(timeout=10)
 
 
-def start_daemon(stack: Stack, root: Path, name: str, tools: list[str]) -> Daemon:
+def start_daemon(stack: Stack, root: Path, name: str, tools: list[str], *,
+                 threads: bool = False) -> Daemon:
+    """A daemon's worker: ``python -m workers.main``, or with ``threads`` the user's own
+    command, ``skillq worker --pool threads`` (which becomes that same process)."""
     home = root / f"{name}-home"
     home.mkdir(parents=True)
     # Beside its SKILLQ_HOME, not in it: steps never see a daemon's home (its sandbox).
@@ -58,9 +61,10 @@ def start_daemon(stack: Stack, root: Path, name: str, tools: list[str]) -> Daemo
     env = {**stack.env, **FAST, "SKILLQ_HOME": str(home),
            "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     log = (home / "worker.log").open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "workers.main", "--queues", "default",
-                             "--concurrency", "1", "--name", "d", "--daemon", name],
-                            env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log,
+    options = ["--queues", "default", "--concurrency", "1", "--name", "d", "--daemon", name]
+    argv = skillq_argv("worker", *options, "--pool", "threads") if threads else \
+        [sys.executable, "-m", "workers.main", *options]
+    proc = subprocess.Popen(argv, env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     return Daemon(name, proc, home)
 
@@ -76,7 +80,7 @@ def daemons(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     for folder in (root.parent, root):  # the sandboxed step account walks to the tools
         folder.chmod(folder.stat().st_mode | 0o111)
     started = {"alpha": start_daemon(stack, root, "alpha", ["sqtool-alpha"]),
-               "beta": start_daemon(stack, root, "beta", [])}
+               "beta": start_daemon(stack, root, "beta", [], threads=True)}
     try:
         for d in started.values():
             wait_until(lambda d=d: announced(stack, f"d@{d.name}"), 60,
@@ -105,6 +109,10 @@ def test_each_step_runs_on_the_daemon_its_requirements_demand(
     assert tool.route is not None and "alpha has what it requires" in tool.route
     assert (pinned.daemon, pinned.queue) == ("beta", "default@beta")
     assert pinned.route == "pinned to beta"
+    # beta is `skillq worker --pool threads`: the step ran in the worker's own process
+    # (the CLI exec()s the worker, so that is the process the test started), no pool child.
+    assert pinned.worker_pid == daemons["beta"].proc.pid
+    assert tool.worker_pid != daemons["alpha"].proc.pid  # prefork: a pool process
     assert free.queue == "default" and free.daemon is not None
     shown = healthy.cli("run-show", result.run_id, cwd=tmp_path)
     assert "routed to default@alpha" in shown.stdout and "(daemon beta)" in shown.stdout
