@@ -7,6 +7,10 @@ of a quick step's items (the planner sizes batches from the skill's history). Fa
 not a chord: the planner tracks it in PostgreSQL, because a redelivered task
 (at-least-once delivery) would be counted twice by a chord, and an empty chord never
 fires (celery#4333).
+
+Every send says ``ignore_result``: a send by name does not know the task's own
+``ignore_result``, and without it a Redis result backend subscribes the sending process
+to a result channel per message, which nobody reads and nothing unsubscribes.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ def readable_args(d: Dispatch) -> str:
 def _signature(app: Celery, d: Dispatch) -> Signature:
     ids = d.step_run_ids
     shown: dict[str, Any] = {"argsrepr": readable_args(d), "kwargsrepr": "{}",
-                             "priority": URGENT_PRIORITY if d.urgent else NORMAL_PRIORITY}
+                             "priority": URGENT_PRIORITY if d.urgent else NORMAL_PRIORITY,
+                             "ignore_result": True}
     if len(ids) == 1:  # the task id is the attempt's id: Flower shows which step it is
         return app.signature(EXECUTE, args=(ids[0],), queue=d.queue, task_id=ids[0],
                              **shown)
@@ -71,9 +76,10 @@ def queue_depth(app: Celery, queue: str) -> int:
 
 
 def request_advance(app: Celery, run_id: str) -> None:
-    app.send_task(ADVANCE, args=(run_id,), queue=CONTROL_QUEUE, priority=NORMAL_PRIORITY)
+    app.send_task(ADVANCE, args=(run_id,), queue=CONTROL_QUEUE, priority=NORMAL_PRIORITY,
+                  ignore_result=True)
 
 
 def schedule_watch(app: Celery, run_id: str, delay_s: float) -> None:
     app.send_task(WATCH, args=(run_id,), queue=CONTROL_QUEUE, countdown=delay_s,
-                  priority=NORMAL_PRIORITY)
+                  priority=NORMAL_PRIORITY, ignore_result=True)

@@ -14,6 +14,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from celery import Celery
+from kombu.exceptions import OperationalError
 from sqlalchemy import select, union
 
 from lifecycle import canvas
@@ -38,6 +39,16 @@ def stalled_runs(database_url: str, dead_after_s: float) -> list[str]:
         return [str(r) for r in session.scalars(query).all()]
 
 
+def unreachable(exc: BaseException) -> str | None:
+    """"database" or "broker" when ``exc`` says that server could not be reached."""
+    if is_outage(exc):
+        return "database"
+    # kombu re-raises a transport's connection errors (Redis, AMQP) as its own
+    if isinstance(exc, (OperationalError, ConnectionError, TimeoutError)):
+        return "broker"
+    return None
+
+
 def start(app: Celery, settings: Settings) -> threading.Event:
     """Run the sweep in a daemon thread until the returned event is set."""
     stop = threading.Event()
@@ -45,20 +56,21 @@ def start(app: Celery, settings: Settings) -> threading.Event:
     assert database_url is not None
 
     def loop() -> None:
-        down = False
+        down: str | None = None  # what was unreachable at the last sweep
         while not stop.wait(settings.dead_after_s / 2):
             try:
                 for run_id in stalled_runs(database_url, settings.dead_after_s):
                     canvas.request_advance(app, run_id)
             except Exception as exc:  # the next sweep tries again
-                if not is_outage(exc):
+                away = unreachable(exc)
+                if away is None:
                     log.exception("sweep for stalled runs failed")
-                elif not down:  # once per outage, not once per sweep
-                    log.warning("sweep for stalled runs: database unreachable (%s)",
-                                first_line(exc))
-                down = is_outage(exc)
+                elif away != down:  # once per outage, not once per sweep
+                    log.warning("sweep for stalled runs: %s unreachable (%s); sweeping on",
+                                away, first_line(exc))
+                down = away
             else:
-                down = False
+                down = None
 
     threading.Thread(target=loop, name="skillq-sweeper", daemon=True).start()
     return stop

@@ -7,19 +7,17 @@ and history from one database into a fresh one.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import RunResult, Stack
-from sqlalchemy import create_engine, select, text, update
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
+from support.databases import fresh_database
 
 from orchestrator.archive.tables import TABLES, artifact_keys, encode_row
 from orchestrator.defaults import DEFAULTS_VERSION, shipped_folders
@@ -175,23 +173,6 @@ def test_defaults_install_leave_edits_alone_and_update_untouched_ones(
 
 # -- export and import -------------------------------------------------------------------
 
-@contextlib.contextmanager
-def fresh_database(stack: Stack) -> Iterator[str]:
-    """A new, empty database on the stack's PostgreSQL server; dropped afterwards."""
-    source = make_url(stack.endpoints.database_url)
-    name = f"skillq_import_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(source.set(database="postgres"), poolclass=NullPool,
-                          isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield source.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 def snapshot(url: str, vault: Path, run_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
     """Every archived table's rows for these runs and this vault, as JSON-ready dicts
     (vault columns left out: they name the vault the history lives in)."""
@@ -245,7 +226,7 @@ def test_export_and_import_carry_folders_and_history_into_a_fresh_database(
     assert exported.returncode == 0 and archive.is_file(), exported.stderr
 
     target = tmp_path / "restored"
-    with fresh_database(healthy) as url:
+    with fresh_database(healthy.endpoints.database_url, "import") as url:
         env = {"SKILLQ_DATABASE_URL": url}
         first = healthy.cli("import", str(archive), "--vault", str(target), cwd=tmp_path,
                             env=env)
