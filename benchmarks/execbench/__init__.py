@@ -13,6 +13,12 @@
   report           the rich table and the JSON results
   cli              the command line and the run's configuration
   run              main: the whole run, start to stop
+
+and benchmarks/daemon_scaling.py's, on the same stack and vault:
+
+  netns            a network namespace per machine, its veth link and forwarder
+  daemons          the namespaced daemons (and raw workers); timing a fan-out
+  daemons_run      main: the machines one by one, the table and the results
 """
 
 import sys

@@ -94,17 +94,19 @@ def print_phases(figures: Sequence[Figure]) -> None:
 def write_results(figures: Sequence[Figure], *, started: datetime, quick: bool,
                   interrupted: bool, cfg: dict[str, Any],
                   load_at_start: tuple[float, float, float], source: dict[str, Any],
-                  embedded: bool) -> Path:
-    """benchmarks/results/execution-<date>.json, with every sample."""
+                  embedded: bool, kind: str = "execution",
+                  extra: dict[str, Any] | None = None) -> Path:
+    """benchmarks/results/<kind>-<date>.json, with every sample (and ``extra``'s keys)."""
     RESULTS.mkdir(exist_ok=True)
     suffix = ("-quick" if quick else "") + ("-partial" if interrupted else "")
-    path = RESULTS / f"execution-{started:%Y-%m-%d-%H%M%S}{suffix}.json"
+    path = RESULTS / f"{kind}-{started:%Y-%m-%d-%H%M%S}{suffix}.json"
     path.write_text(json.dumps({
         "started": started.isoformat(), "quick": quick, "interrupted": interrupted,
         "config": cfg, "machine": {**machine(), "load_avg_at_start": load_at_start},
         "source": source,
         "embedded": embedded, "poll_s": {"latency": LATENCY_POLL_S,
                                          "fanout": FANOUT_POLL_S},
-        "figures": [asdict(f) for f in figures]}, indent=2, default=str) + "\n")
+        **(extra or {}), "figures": [asdict(f) for f in figures]}, indent=2,
+        default=str) + "\n")
     console.print(f"results: {path.relative_to(ROOT)}")
     return path

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,13 @@ class Stack:
         self.started_servers = False
 
     def start(self, progress: Callable[[str], None]) -> None:
+        self.start_servers(progress)
+        progress("starting workers")
+        self.start_workers()
+
+    def start_servers(self, progress: Callable[[str], None]) -> None:
+        """The servers, the schema, the generated vault, the client apps and self.env (what
+        a worker process is started with); no worker."""
         env_broker = os.environ.get("SKILLQ_BROKER_URL") or None
         env_db = os.environ.get("SKILLQ_DATABASE_URL") or None
         self.embedded = not (env_broker and env_db)
@@ -67,15 +74,18 @@ class Stack:
                               result_backend=self.endpoints.result_backend)
         self.raw = raw_tasks.make_app(self.endpoints.broker_url)
         self.strict = raw_tasks.make_app(self.endpoints.broker_url, strict=True)
-        progress("starting workers")
         # python3 must be a real interpreter for (c2), not a pyenv shim (a bash script
         # costing ~60 ms a start): the venv's bin comes first on the workers' PATH.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = {**os.environ, **self.endpoints.env(), "PATH": path,
-               "SKILLQ_HOME": str(self.home),
-               "SKILLQ_VAULT": str(self.vault_dir), "BENCH_RAW_BROKER": self.endpoints.broker_url,
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE),
-                                                           os.environ.get("PYTHONPATH")]))}
+        self.env = {**os.environ, **self.endpoints.env(), "PATH": path,
+                    "SKILLQ_HOME": str(self.home), "SKILLQ_VAULT": str(self.vault_dir),
+                    "BENCH_RAW_BROKER": self.endpoints.broker_url,
+                    "PYTHONPATH": os.pathsep.join(filter(None, [
+                        str(HERE), os.environ.get("PYTHONPATH")]))}
+
+    def start_workers(self) -> None:
+        """The skillq worker and the two raw workers (execution.py's three)."""
+        env = self.env
         self._spawn(SKILLQ_WORKER, [sys.executable, "-m", "workers.main", "--queues",
                                     "default,control", "--concurrency", "2", "--name",
                                     SKILLQ_WORKER], env)
@@ -88,19 +98,22 @@ class Stack:
                     {**env, "BENCH_RAW_STRICT": "1"})
         self._wait_ready()
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str],
+               cwd: Path | None = None) -> None:
         log = self.home / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as fh:
             # Own session: a terminal's Ctrl-C reaches only this script, which stops them.
-            proc = subprocess.Popen(argv, env=env, cwd=self.home, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, env=env, cwd=cwd or self.home,
+                                    stdin=subprocess.DEVNULL,
                                     stdout=fh, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self.workers.append(Worker(name, proc, log))
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, nodes: Collection[str] | None = None) -> None:
+        """Until every node answers a ping (default: each worker's `name@host`)."""
         host = socket.gethostname()
-        wanted = {f"{w.name}@{host}" for w in self.workers}
+        wanted = set(nodes) if nodes is not None else {f"{w.name}@{host}" for w in self.workers}
         ready: set[str] = set()
         deadline = time.monotonic() + WORKER_READY_S
         while ready != wanted:
