@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -22,8 +21,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from orchestrator.local_stack import pid_alive
-
 from .config import console
 from .daemons import (
     CONTROL,
@@ -38,7 +35,7 @@ from .daemons import (
 from .figure import Figure, med
 from .netns import Namespaces, available
 from .report import source_state, write_results
-from .stack import Stack
+from .stack import Stack, remove_home
 
 
 def figures_of(rows: list[dict[str, Any]], width: int) -> list[Figure]:
@@ -152,13 +149,7 @@ def main(description: str, argv: list[str] | None = None) -> int:
             problems = nss.delete_all() if nss is not None else []
         for problem in problems:
             console.print(f"[red]{problem}[/]")
-        if args.keep:
-            console.print(f"kept {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
-        leftovers = [w.name for w in stack.workers if pid_alive(w.proc.pid)]
-        if leftovers:
-            console.print(f"[red]still running: {leftovers}[/]")
+        remove_home(stack, home, keep=args.keep)
 
     figures = figures_of(rows, args.items)
     if figures:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import tempfile
 from datetime import UTC, datetime
@@ -20,8 +19,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from orchestrator.local_stack import pid_alive
-
 from .bench import Bench
 from .cli import config, parse_args, selected
 from .config import SKILLQ_WORKER, console
@@ -32,7 +29,7 @@ from .figures_records import fig_records
 from .figures_scale import fig_scale
 from .profiling import profile
 from .report import print_phases, print_profiles, render, source_state, write_results
-from .stack import Stack
+from .stack import Stack, remove_home
 from .vaultgen import make_big_vault
 
 
@@ -111,13 +108,7 @@ def main(description: str, argv: list[str] | None = None) -> int:
     finally:
         with console.status("stopping workers and servers"):
             stack.stop()
-        if args.keep:
-            console.print(f"kept {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
-        leftovers = [w.name for w in stack.workers if pid_alive(w.proc.pid)]
-        if leftovers:
-            console.print(f"[red]still running: {leftovers}[/]")
+        remove_home(stack, home, keep=args.keep)
 
     print_profiles(profiles)
     console.print(render(figures))

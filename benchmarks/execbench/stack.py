@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import raw_tasks
 
 from orchestrator.embedded import resolve_endpoints, stop_embedded
-from orchestrator.local_stack import stop_pids
+from orchestrator.local_stack import pid_alive, stop_pids
 from shared.celery_app import create_app
 from shared.db.migrate import upgrade
 from shared.settings import Settings
@@ -27,6 +28,7 @@ from .config import (
     SKILLQ_WORKER,
     STRICT_WORKER,
     WORKER_READY_S,
+    console,
 )
 from .vaultgen import write_vault
 
@@ -142,3 +144,15 @@ class Stack:
         if self.started_servers:
             stop_embedded(self.home)
             self.started_servers = False
+
+
+def remove_home(stack: Stack, home: Path, *, keep: bool) -> None:
+    """After ``stack.stop()``: the temporary SKILLQ_HOME removed (or kept, and said so),
+    and any worker still alive named."""
+    if keep:
+        console.print(f"kept {home}")
+    else:
+        shutil.rmtree(home, ignore_errors=True)
+    leftovers = [w.name for w in stack.workers if pid_alive(w.proc.pid)]
+    if leftovers:
+        console.print(f"[red]still running: {leftovers}[/]")
