@@ -20,13 +20,6 @@ class QueueClass(StrEnum):
         return self in (QueueClass.DOM0, QueueClass.CMD0)
 
 
-class WorkerPool(StrEnum):
-    """How a worker runs its steps."""
-
-    PREFORK = "prefork"  # pool processes: a step's crash takes one of them, not the worker
-    THREADS = "threads"  # in the worker's own process: one process where concurrency is 1
-
-
 def queue_for(approach: Approach, *, gpu: bool = False) -> QueueClass:
     if gpu:
         return QueueClass.GPU

@@ -19,8 +19,8 @@ from shared import daemon_key
 from shared.celery_app import create_app
 from shared.db.session import dispose_engines
 from shared.errors import ConfigError
-from shared.queues import WorkerPool
 from shared.settings import get_settings
+from shared.worker_pools import WorkerPool
 from workers import announce, attempt_end, sweeper
 from workers import sandbox as sandboxes
 

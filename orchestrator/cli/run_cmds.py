@@ -15,8 +15,8 @@ import typer
 from orchestrator.cli import common
 from orchestrator.cli.common import VaultOption, vault
 from shared.errors import PipelineFailed
-from shared.queues import WorkerPool
 from shared.states import RunState
+from shared.worker_pools import WorkerPool
 
 if TYPE_CHECKING:
     from orchestrator.connect import Connection
