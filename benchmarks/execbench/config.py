@@ -1,4 +1,5 @@
-"""Paths, poll intervals, worker names and the console the whole benchmark shares."""
+"""Paths, poll intervals, worker names, the console and the progress display the whole
+benchmark shares."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 HERE = Path(__file__).resolve().parent.parent  # benchmarks/
 ROOT = HERE.parent
@@ -21,3 +30,10 @@ RUN_TIMEOUT_S = 900.0
 SKILLQ_WORKER, RAW_WORKER, STRICT_WORKER = "bench-skillq", "bench-raw", "bench-raw-strict"
 TRUE_ARGV = ["true"]
 PYTHON_ARGV = ["python3", "-I", "-S", "-c", "pass"]
+
+
+def progress_display() -> Progress:
+    """The rich progress every benchmark shows: spinner, label, bar, done/total, time."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                    transient=False)

@@ -11,17 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from .config import console
+from .config import console, progress_display
 from .daemons import (
     CONTROL,
     SKILL,
@@ -111,11 +103,9 @@ def main(description: str, argv: list[str] | None = None) -> int:
     source = source_state()
     cfg = {"items": args.items, "runs": args.runs, "daemons": args.daemons,
            "concurrency": args.concurrency, "raw": raw, "skill": SKILL}
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
     try:
         nss = Namespaces()
-        with Progress(*columns, console=console, transient=False) as progress:
+        with progress_display() as progress:
             phase = progress.add_task("stack", total=None)
 
             def step(text: str) -> None:

@@ -10,18 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import raw_tasks
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from .bench import Bench
 from .cli import config, parse_args, selected
-from .config import SKILLQ_WORKER, console
+from .config import SKILLQ_WORKER, console, progress_display
 from .figure import Figure
 from .figures_fanout import fig_big_vault, fig_fanouts, fig_strict_fan, fig_widths
 from .figures_latency import cli_latency, fig_durable_floor, fig_latency, fig_strict_latency
@@ -49,13 +41,11 @@ def main(description: str, argv: list[str] | None = None) -> int:
     profiles: dict[str, list[tuple[float, float, str]]] = {}
     started, load_at_start, interrupted = datetime.now(UTC), os.getloadavg(), False
     source = source_state()  # at the start: other people may edit the tree meanwhile
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TimeElapsedColumn())
     try:
         big = None
         if cfg["big_vault"] and "b" in only:
             big = make_big_vault(home / "big-vault", cfg["big_vault"])
-        with Progress(*columns, console=console, transient=False) as progress:
+        with progress_display() as progress:
             phase = progress.add_task("stack", total=None)
 
             def step(text: str) -> None:
