@@ -46,9 +46,12 @@ def enroll_own_key(settings: Settings, database_url: str, *, refuse_revoked: boo
     return key
 
 
-def connect(*, start: bool = True, workers: bool = True,
+def connect(*, start: bool = True, workers: bool = True, vault_workers: bool = True,
             refuse_revoked_key: bool = True) -> Connection:
-    """``refuse_revoked_key=False``: for `skillq daemons`, which must still list and
+    """``workers=False``: this command starts no local worker, now or for a run.
+    ``vault_workers=False``: none now; a run starts the classes it needs (`skillq run`,
+    which has started them already: local_stack.start_early).
+    ``refuse_revoked_key=False``: for `skillq daemons`, which must still list and
     revoke when this home's own key was revoked."""
     from orchestrator.embedded import resolve_endpoints
 
@@ -62,8 +65,9 @@ def connect(*, start: bool = True, workers: bool = True,
                      database_url=endpoints.database_url)
     home = None
     if embedded and start and workers:
+        home = settings.home.expanduser().resolve()
+    if home is not None and vault_workers:
         from orchestrator.local_stack import classes_for_vault, ensure_workers
 
-        home = settings.home.expanduser().resolve()
         ensure_workers(home, endpoints, classes_for_vault(settings.vault.expanduser()))
     return Connection(settings, endpoints, app, embedded, home)

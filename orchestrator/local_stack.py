@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import filelock
 
@@ -29,7 +28,12 @@ from shared.errors import ConfigError, SkillqError
 from shared.queues import CONTROL_QUEUE, QueueClass, queue_for
 from shared.settings import Settings, get_settings
 
+if TYPE_CHECKING:
+    from shared.skill import Skill
+    from shared.vault import Vault
+
 LOCK_TIMEOUT_S = 120.0
+READY_POLL_S = 0.05
 
 
 class WorkerClass(NamedTuple):
@@ -60,10 +64,6 @@ class Service(NamedTuple):  # a process of the local stack: a row of `skillq sta
     detail: str
 
 
-def nodename(worker: str) -> str:
-    return f"{worker}@{socket.gethostname()}"  # as workers.main names its worker
-
-
 def classes_for_queues(queues: Iterable[str]) -> list[WorkerClass]:
     """The worker classes serving ``queues`` (a daemon's own `dom0@laptop` is its class's),
     the default class always: it runs the planner's control tasks."""
@@ -84,15 +84,64 @@ def classes_for_vault(root: Path) -> list[WorkerClass]:
                               if not s.manifest.is_orchestrator)
 
 
+def classes_for_skill(vault: Vault, skill: Skill) -> list[WorkerClass]:
+    """The classes a run of ``skill`` will need, read from the manifests before planning:
+    its leaves' through nested orchestrators, and the vault's if one of them is an agent
+    (it may execute any skill). A cold `skillq run` starts these first; the planned run's
+    steps are what `launch` then makes sure of."""
+    seen: set[str] = set()
+    todo, queues = [skill], []
+    while todo:
+        current = todo.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        if current.manifest.is_orchestrator:
+            todo += [vault.skills[s.skill] for s in current.manifest.steps or ()
+                     if s.skill in vault.skills]
+            continue
+        approach = current.manifest.effective_approach
+        if queue_for(approach) is QueueClass.AGENT:
+            return classes_for_vault(vault.root)
+        queues.append(str(queue_for(approach)))
+    return classes_for_queues(queues)
+
+
+def start_early(classes: Iterable[WorkerClass]) -> None:
+    """On the embedded default, start the servers and the workers of ``classes`` now and
+    return without waiting: a worker takes over a second to import and announce itself,
+    which then overlaps the command's own imports and planning (a cold `skillq run`). What
+    later waits for them is ``ensure_workers``. With both server URLs set, nothing: the
+    workers are someone else's (connect.py decides the same)."""
+    from orchestrator.embedded import resolve_endpoints  # here: embedded imports this module
+
+    settings = get_settings()
+    if settings.broker_url and settings.database_url:
+        return
+    endpoints = resolve_endpoints(settings, start=True)
+    start_workers(settings.home.expanduser().resolve(), endpoints, classes)
+
+
 def ensure_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClass], *,
                    timeout_s: float = 60.0) -> list[WorkerProc]:
-    """Start the workers of ``classes`` not running yet and wait for those to answer: a
-    run that needs a class the stack has not started starts it, rather than waiting."""
+    """Start the workers of ``classes`` not running yet and wait for those that may not
+    have announced themselves yet (started in the last timeout_s, by anyone: `skillq run`
+    starts its workers before its own imports): a run that needs a class the stack has not
+    started starts it, rather than waiting."""
     procs = start_workers(home, endpoints, classes)
-    fresh = [p.worker.name for p in procs if not p.reused]
-    if fresh:
-        wait_ready(endpoints, fresh, timeout_s, home=home)
+    starting = [p.worker.name for p in procs
+                if not p.reused or _age_s(_pidfile(home.expanduser().resolve(),
+                                                   p.worker.name)) < timeout_s]
+    if starting:
+        wait_ready(endpoints, starting, timeout_s, home=home.expanduser().resolve())
     return procs
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def start_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClass]
@@ -126,35 +175,49 @@ def start_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClas
 
 
 def wait_ready(endpoints: Endpoints, classes: Iterable[str], timeout_s: float, *,
-               home: Path | None = None,
-               progress: Callable[[int, int], None] | None = None) -> None:
-    """Return once each class's worker answers a Celery ping; show nothing itself.
+               home: Path, progress: Callable[[int, int], None] | None = None) -> None:
+    """Return once each class's worker has announced itself: its daemon_workers row carries
+    the pid this stack started, which is what `skillq run` routes by. Show nothing itself.
 
-    With home, a worker whose process has exited fails at once, with its log's last lines,
-    rather than after the whole timeout. progress(ready, wanted) is called on each round.
+    The rows are polled every READY_POLL_S (a Celery ping round took 0.5 s, and a ping sent
+    before a worker's mailbox exists is lost). A worker whose process has exited fails at
+    once, with its log's last lines. progress(ready, wanted) is called on each round.
     """
-    from shared.celery_app import create_app  # here: importing Celery costs ~0.3 s
+    import psycopg  # here: no cost to the commands that never wait
 
-    wanted = {nodename(name): name for name in classes}
+    from shared.db import libpq
+
+    wanted = {name: read_pid(_pidfile(home, name)) for name in classes}
     ready: set[str] = set()
-    app = create_app(get_settings(), broker_url=endpoints.broker_url,
-                     result_backend=endpoints.result_backend)
     deadline = time.monotonic() + timeout_s
+    pg = None
     try:
         while pending := sorted(set(wanted) - ready):
-            for reply in app.control.ping(destination=pending, timeout=0.5) or []:
-                ready.update(name for name in reply if name in wanted)
+            try:
+                pg = pg or libpq.connect(endpoints.database_url, connect_timeout_s=2)
+                rows = pg.execute("SELECT node, pid FROM daemon_workers WHERE pid = ANY(%s)",
+                                  [[p for p in wanted.values() if p]]).fetchall()
+            except psycopg.Error:  # not up yet, or a fresh home's tables not made yet
+                if pg is not None:
+                    pg.close()
+                pg, rows = None, []
+            ready.update(name for node, pid in rows for name in pending
+                         if node.split("@", 1)[0] == name and pid == wanted[name])
             if progress:
                 progress(len(ready), len(wanted))
-            for name in (wanted[n] for n in pending if n not in ready):
-                if home and not pid_alive(read_pid(_pidfile(home, name))):
+            for name in (n for n in pending if n not in ready):
+                if not pid_alive(wanted[name]):
                     log = home / f"logs/worker-{name}.log"
                     raise ConfigError(f"worker {name} exited; last lines of {log}:\n{tail(log)}")
+            if len(ready) == len(wanted):
+                return
             if time.monotonic() > deadline:
-                late = ", ".join(wanted[n] for n in pending if n not in ready)
+                late = ", ".join(n for n in pending if n not in ready)
                 raise ConfigError(f"workers not ready after {timeout_s:.0f}s: {late}")
+            time.sleep(READY_POLL_S)
     finally:
-        app.close()
+        if pg is not None:
+            pg.close()
 
 
 def stop_workers(home: Path, timeout_s: float = 30.0) -> list[str]:

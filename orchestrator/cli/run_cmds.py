@@ -58,8 +58,7 @@ def run(
     if submit_through_api(name, inputs or [], inputs_file, as_json=as_json, detach=detach,
                           vault_opt=vault_opt):
         return
-    from orchestrator.connect import connect
-    from orchestrator.launch import start_run
+    from orchestrator.local_stack import classes_for_skill, start_early
     from orchestrator.submit import checked
     from shared.inputs import parse_cli_inputs
 
@@ -67,7 +66,13 @@ def run(
     skill = loaded.get(name)
     checked(loaded, skill)
     given = parse_cli_inputs(skill.manifest, inputs or [], inputs_file)  # exit 2 when bad
-    conn = connect()
+    # A stopped stack's servers and this run's workers first: the workers' start-up then
+    # overlaps this process's imports of Celery and SQLAlchemy, below.
+    start_early(classes_for_skill(loaded, skill))
+    from orchestrator.connect import connect
+    from orchestrator.launch import start_run
+
+    conn = connect(vault_workers=False)
     run_id = start_run(conn, loaded, skill, given, source="production", triggered_by="cli",
                        workdir=str(Path.cwd()))
     announce(run_id)

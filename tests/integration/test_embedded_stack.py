@@ -253,6 +253,26 @@ def test_up_status_down_through_the_cli(home: Path, tmp_path: Path) -> None:
     assert not (home / "api.json").exists()  # a later `skillq run` takes the direct path
 
 
+def test_a_run_on_a_stopped_stack_starts_the_workers_it_needs(other_home: Path,
+                                                             tmp_path: Path) -> None:
+    """`skillq run` with nothing running starts the servers and its own steps' worker
+    class, not the vault's others (those start on first need), and waits for that worker
+    itself to announce: again after `skillq down`, when the stopped one's row is fresh."""
+    env = clean_env(other_home)
+    vault = tmp_path / "vault"
+    copy_vault_skills(vault, "echo", "dom0-stamp")
+    for label in ("from nothing", "after down"):
+        run = skillq(["run", "echo", "--vault", str(vault), "--input", f"text={label}",
+                      "--json"], env, tmp_path)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["outputs"]["text"] == label
+        assert pid_alive(read_pid(other_home / "run/worker-default.pid"))
+        assert not (other_home / "run/worker-dom0.pid").exists()  # the vault's, not the run's
+        assert set(server_pids(other_home)) == {"redis", "postgres"}
+        down = skillq(["down"], env, tmp_path)
+        assert down.returncode == 0, down.stderr
+
+
 def copy_vault_skills(vault: Path, *names: str) -> None:
     for name in names:
         shutil.copytree(VAULTS / "pipes" / name, vault / name)
