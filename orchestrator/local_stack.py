@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -176,8 +177,9 @@ def start_workers(home: Path, endpoints: Endpoints, classes: Iterable[WorkerClas
 
 def wait_ready(endpoints: Endpoints, classes: Iterable[str], timeout_s: float, *,
                home: Path, progress: Callable[[int, int], None] | None = None) -> None:
-    """Return once each class's worker has announced itself: its daemon_workers row carries
-    the pid this stack started, which is what `skillq run` routes by. Show nothing itself.
+    """Return once each class's worker has announced itself: its daemon_workers row (this
+    machine's node of the class) carries the pid this stack started, which is what `skillq
+    run` routes by. Show nothing itself.
 
     The rows are polled every READY_POLL_S (a Celery ping round took 0.5 s, and a ping sent
     before a worker's mailbox exists is lost). A worker whose process has exited fails at
@@ -188,6 +190,7 @@ def wait_ready(endpoints: Endpoints, classes: Iterable[str], timeout_s: float, *
     from shared.db import libpq
 
     wanted = {name: read_pid(_pidfile(home, name)) for name in classes}
+    host = get_settings().daemon or socket.gethostname()  # as workers.main names its node
     ready: set[str] = set()
     deadline = time.monotonic() + timeout_s
     pg = None
@@ -202,7 +205,7 @@ def wait_ready(endpoints: Endpoints, classes: Iterable[str], timeout_s: float, *
                     pg.close()
                 pg, rows = None, []
             ready.update(name for node, pid in rows for name in pending
-                         if node.split("@", 1)[0] == name and pid == wanted[name])
+                         if node == f"{name}@{host}" and pid == wanted[name])
             if progress:
                 progress(len(ready), len(wanted))
             for name in (n for n in pending if n not in ready):

@@ -77,7 +77,10 @@ def up(
         # `skillq run` submits through it (orchestrator/cli/run_client.py) when this
         # caller's environment names the same servers: the key is of the caller's.
         api = start_api(home, endpoints, endpoints_key(os.environ), timeout_s=timeout)
-    for label, url in (("broker", endpoints.broker_url), ("results", endpoints.result_backend),
+    from shared.celery_app import result_backend_for  # what the workers were given
+
+    results = result_backend_for(endpoints.broker_url, endpoints.result_backend)
+    for label, url in (("broker", endpoints.broker_url), ("results", results),
                        ("database", endpoints.database_url)):
         out.print(f"{label:<9} {mask_url(url)}", markup=False)
     for proc in procs:

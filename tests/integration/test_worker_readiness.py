@@ -7,6 +7,7 @@ what is under test is the wait, not a worker's start-up (test_embedded_stack run
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -26,8 +27,10 @@ from shared.db.migrate import upgrade
 from shared.db.session import transaction
 from shared.endpoints import Endpoints
 from shared.errors import ConfigError
+from shared.settings import get_settings
 
 pytestmark = pytest.mark.integration
+HOST = get_settings().daemon or socket.gethostname()  # the local stack's workers' node names
 
 
 @pytest.fixture
@@ -57,14 +60,14 @@ def home_with_pidfile(tmp_path: Path, pid: int) -> Path:
     return home
 
 
-def announce(database_url: str, pid: int) -> None:
+def announce(database_url: str, pid: int, daemon: str = HOST) -> None:
     now = datetime.now(UTC)
     with transaction(database_url) as session:
-        session.merge(Daemon(name="laptop", device_id="d", platform="linux", role="agent",
+        session.merge(Daemon(name=daemon, device_id="d", platform="linux", role="agent",
                              capabilities=[], software={}, skills={}, started_at=now,
                              heartbeat_at=now))
         session.flush()
-        session.merge(DaemonWorker(node="default@laptop", daemon="laptop",
+        session.merge(DaemonWorker(node=f"default@{daemon}", daemon=daemon,
                                    queues=["default", "control"], pid=pid,
                                    heartbeat_at=now))
 
@@ -72,17 +75,20 @@ def announce(database_url: str, pid: int) -> None:
 def test_a_row_of_an_earlier_process_is_not_the_started_worker_announcing(
         endpoints: Endpoints, sleeper: subprocess.Popen[bytes], tmp_path: Path) -> None:
     """After `skillq down`, the stopped worker's row stays, its heartbeat fresh for a
-    while: a cold `skillq run` must wait for the new process's own row, or it would send
-    steps to a class whose worker cannot yet take them and route by a stale record."""
+    while: a cold `skillq run` must wait for the new process's own row, or it would route
+    by a stale record. A worker of another machine sharing the database, the same class
+    and by chance the same pid, is not this stack's either."""
     home = home_with_pidfile(tmp_path, sleeper.pid)
     announce(endpoints.database_url, pid=sleeper.pid + 100_000)  # the earlier process
+    announce(endpoints.database_url, pid=sleeper.pid, daemon="another-machine")  # not ours
     with pytest.raises(ConfigError, match=r"workers not ready after 1s: default"):
         wait_ready(endpoints, ["default"], 1.0, home=home)
 
     def announced_later() -> None:
         time.sleep(0.5)
         with transaction(endpoints.database_url) as session:
-            session.execute(update(DaemonWorker).values(pid=sleeper.pid))
+            session.execute(update(DaemonWorker).where(DaemonWorker.daemon == HOST)
+                            .values(pid=sleeper.pid))
 
     seen: list[tuple[int, int]] = []
     later = threading.Thread(target=announced_later)
