@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from lifecycle.run_costs import Usage, run_usage
@@ -48,30 +48,46 @@ def _cancelled(state: str) -> dict[str, str]:
     return {"notes": "cancelled"} if state == "cancelled" else {}
 
 
-def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+_WINDOW_COLUMNS = (StepRun.id, StepRun.finished_at, StepRun.source, StepRun.daemon,
+                   StepRun.worker, StepRun.duration_ms, StepRun.cost_usd, StepRun.tokens_in,
+                   StepRun.tokens_out, StepRun.state, StepRun.error, StepRun.input_hash,
+                   StepRun.version, StepRun.cache_hit)
+
+
+def _leaf_window() -> Any:
     final = StepRun.state.in_([s.value for s in _FINAL_STEPS])
-    rows = session.execute(
-        select(StepRun, PipelineRun.skill, PipelineRun.triggered_by)
-        .join(PipelineRun, PipelineRun.id == StepRun.run_id)
-        # finished_at IS NOT NULL: the index's backward scan starts at the newest finished
-        # row instead of wading through a wide fan-out's pending ones (NULLs sort first).
-        .where(StepRun.skill == skill, final, StepRun.finished_at.is_not(None),
-               or_(StepRun.state != StepState.CANCELLED.value,
-                   StepRun.started_at.is_not(None)),
-               or_(StepRun.route.is_(None), StepRun.route.not_like(REUSED_ROUTE)))
-        .order_by(StepRun.finished_at.desc()).limit(RUN_WINDOW)).all()
+    # The window's columns only: an attempt's outputs and output tails stay unread.
+    return (select(*_WINDOW_COLUMNS, PipelineRun.skill.label("parent"),
+                   PipelineRun.triggered_by.label("by"))
+            .join(PipelineRun, PipelineRun.id == StepRun.run_id)
+            # finished_at IS NOT NULL: the index's backward scan starts at the newest
+            # finished row instead of wading through a wide fan-out's pending ones (NULLs
+            # sort first).
+            .where(StepRun.skill == bindparam("skill"), final,
+                   StepRun.finished_at.is_not(None),
+                   or_(StepRun.state != StepState.CANCELLED.value,
+                       StepRun.started_at.is_not(None)),
+                   or_(StepRun.route.is_(None), StepRun.route.not_like(REUSED_ROUTE)))
+            .order_by(StepRun.finished_at.desc()).limit(RUN_WINDOW))
+
+
+_LEAF_WINDOW = _leaf_window()  # built once: every settled step refreshes its window
+
+
+def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows = session.execute(_LEAF_WINDOW, {"skill": skill}).all()
     # A case's id only on the skill's own run (a step of a tested orchestrator is not
     # that case).
-    runs = [{"run_id": r.id, "test_id": _test_id(by) if parent == skill else None,
+    runs = [{"run_id": r.id, "test_id": _test_id(r.by) if r.parent == skill else None,
              "timestamp": _iso(r.finished_at),
              "source": r.source, "daemon_id": r.daemon or r.worker,
              "duration_ms": round(r.duration_ms or 0.0, 1), "cost_usd": r.cost_usd,
              "tokens": {"input": r.tokens_in, "output": r.tokens_out},
              "success": r.state == StepState.SUCCEEDED, "error": r.error,
              **_cancelled(r.state),
-             "triggered_by": parent if parent != skill else None,
+             "triggered_by": r.parent if r.parent != skill else None,
              "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
-            for r, parent, by in reversed(rows)]
+            for r in reversed(rows)]
     return runs, _aggregates(skill_stats.read(session, skill, skill_stats.STEP))
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import String, bindparam, func, select
 from sqlalchemy.orm import Session, defer
 
 from lifecycle import step_counts, transitions
@@ -88,6 +88,13 @@ def _now() -> datetime:
 
 
 FINAL = [s for s in StepState if s.final]
+
+
+# A finished step's items' outcomes in item order (built once: every run's end asks it).
+_VALUES = (select(StepRun.state, StepRun.outputs)
+           .where(StepRun.run_id == bindparam("run_id", type_=String),
+                  StepRun.step_id == bindparam("step_id", type_=String),
+                  step_counts.in_state(*FINAL)).order_by(StepRun.item_index))
 
 
 class _Values(Mapping[str, Any]):
@@ -205,9 +212,7 @@ class _Advance:
             return self.values[step.id]
         results = []
         for state, outputs in self.session.execute(
-                select(StepRun.state, StepRun.outputs).where(
-                    StepRun.run_id == self.run.id, StepRun.step_id == step.id,
-                    step_counts.in_state(*FINAL)).order_by(StepRun.item_index)):
+                _VALUES, {"run_id": self.run.id, "step_id": step.id}):
             if state == StepState.SUCCEEDED:
                 results.append(unpack(self.session, outputs))
             elif step.on_failure is OnFailure.CONTINUE:
@@ -247,10 +252,12 @@ class _Advance:
             self.progress[step.id]["state"] = "done"
             return True
         # A retry's run (lifecycle/retry.py) starts with the items that succeeded in the
-        # run it retries already recorded: those are not run again.
+        # run it retries already recorded: those are not run again. (Only a retry's run
+        # has attempts before its steps launch.)
         reused = set(self.session.scalars(select(StepRun.item_index).where(
             StepRun.run_id == self.run.id, StepRun.step_id == step.id,
-            step_counts.in_state(StepState.SUCCEEDED))))
+            step_counts.in_state(StepState.SUCCEEDED)))) \
+            if self.run.retry_of is not None else set()
         # Every item's inputs first: a reference failing at item 7 must not leave items
         # 0-6 dispatched into a run that has failed.
         prepared: list[tuple[int, Any, str]] = []
@@ -381,7 +388,10 @@ class _Advance:
         transitions.succeed_run(run, pack(self.session, outputs,
                                           self.settings.inline_output_bytes))
         self.out.finished = True
-        _count_run(self.session, run)
+        # Not flushed first: the counts read only attempts' costs, which this advance
+        # leaves as they were, and the run's row goes in one UPDATE with its progress.
+        with self.session.no_autoflush:
+            _count_run(self.session, run)
 
 
 def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
@@ -400,8 +410,23 @@ def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
 LAZY = (defer(PipelineRun.inputs), defer(PipelineRun.outputs))
 
 
-def advance(session: Session, run_id: str, settings: Settings) -> Outcome:
-    run = session.get(PipelineRun, run_id, with_for_update=True, options=LAZY)
+def lock_run(session: Session, run_id: str, *, skip_locked: bool = False
+             ) -> PipelineRun | None:
+    """The run's row, locked for this transaction: what ``advance`` plans from.
+    ``skip_locked``: None at once, rather than a wait, while another transaction holds
+    it."""
+    # A run this session recorded (as `skillq run` plans the first step in the
+    # transaction that records the run) is read whole: its first launch reads the inputs,
+    # and deferred they would be a query of their own.
+    new = run_id in session.info.get(transitions.NEW_RUNS, ())
+    return session.get(PipelineRun, run_id, options=() if new else LAZY,
+                       with_for_update={"skip_locked": True} if skip_locked else True)
+
+
+def advance(session: Session, run_id: str, settings: Settings, *,
+            locked: PipelineRun | None = None) -> Outcome:
+    """``locked``: the run, as ``lock_run`` gave it earlier in this transaction."""
+    run = locked if locked is not None else lock_run(session, run_id)
     if run is None or RunState(run.state).terminal:
         return Outcome()  # ended before: a late nudge changes nothing
     if run.state == RunState.PENDING:

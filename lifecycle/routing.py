@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import DateTime, bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -57,14 +58,20 @@ def unknown_software(requires: Requires, daemons: Sequence[OnlineDaemon]) -> set
     return {s for s in requires.software for d in daemons if s not in d.looked_for}
 
 
+_ONLINE = (select(Daemon.name, Daemon.role, Daemon.capabilities, Daemon.software,
+                  DaemonWorker.queues, DaemonWorker.model_providers, DaemonWorker.agent_model)
+           .join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
+           .where(DaemonWorker.heartbeat_at >= bindparam("cutoff",
+                                                         type_=DateTime(timezone=True))))
+
+
 def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemon]:
     cutoff = datetime.now(UTC) - timedelta(seconds=offline_after_s)
-    rows = session.execute(
-        select(Daemon, DaemonWorker).join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
-        .where(DaemonWorker.heartbeat_at >= cutoff)).all()
-    merged: dict[str, tuple[Daemon, list[DaemonWorker]]] = {}
-    for daemon, worker in rows:
-        merged.setdefault(daemon.name, (daemon, []))[1].append(worker)
+    # The columns routing reads, not the rows (a daemon's row lists its vault's skills).
+    rows = session.execute(_ONLINE, {"cutoff": cutoff}).all()
+    merged: dict[str, tuple[Any, list[Any]]] = {}
+    for row in rows:
+        merged.setdefault(row.name, (row, []))[1].append(row)
     return [OnlineDaemon(d.name, d.role, frozenset(q for w in ws for q in w.queues),
                          frozenset(d.capabilities),
                          frozenset(k for k, v in d.software.items() if v),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from shared.db.models import PipelineRun, StepRun
@@ -25,6 +25,20 @@ class Usage:
     cost_usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+
+
+# Built once (a run's end asks them): the runs started under these runs' steps, and the
+# usage of these runs' step items, each item as its costliest attempt.
+_NESTED = (select(StepRun.run_id, PipelineRun.id)
+           .join(PipelineRun, PipelineRun.parent_step_run_id == StepRun.id)
+           .where(StepRun.run_id.in_(bindparam("runs", expanding=True))))
+_ITEMS = (select(StepRun.run_id, func.max(StepRun.cost_usd).label("cost"),
+                 func.max(StepRun.tokens_in).label("tokens_in"),
+                 func.max(StepRun.tokens_out).label("tokens_out"))
+          .where(StepRun.run_id.in_(bindparam("runs", expanding=True)))
+          .group_by(StepRun.run_id, StepRun.step_id, StepRun.item_index).subquery())
+_USAGE = select(_ITEMS.c.run_id, func.sum(_ITEMS.c.cost), func.sum(_ITEMS.c.tokens_in),
+                func.sum(_ITEMS.c.tokens_out)).group_by(_ITEMS.c.run_id)
 
 
 def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
@@ -41,10 +55,7 @@ def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
     root_of = {run_id: run_id for run_id in ids}  # a run -> the listed run it counts toward
     frontier = ids
     while frontier:
-        nested = session.execute(
-            select(StepRun.run_id, PipelineRun.id)
-            .join(PipelineRun, PipelineRun.parent_step_run_id == StepRun.id)
-            .where(StepRun.run_id.in_(frontier))).all()
+        nested = session.execute(_NESTED, {"runs": frontier}).all()
         frontier = []
         for parent, child in nested:
             if child not in root_of:
@@ -52,14 +63,7 @@ def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
                 frontier.append(child)
     if not root_of:
         return {}
-    items = (select(StepRun.run_id, func.max(StepRun.cost_usd).label("cost"),
-                    func.max(StepRun.tokens_in).label("tokens_in"),
-                    func.max(StepRun.tokens_out).label("tokens_out"))
-             .where(StepRun.run_id.in_(list(root_of)))
-             .group_by(StepRun.run_id, StepRun.step_id, StepRun.item_index).subquery())
-    rows = session.execute(select(items.c.run_id, func.sum(items.c.cost),
-                                  func.sum(items.c.tokens_in), func.sum(items.c.tokens_out))
-                           .group_by(items.c.run_id)).all()
+    rows = session.execute(_USAGE, {"runs": list(root_of)}).all()
     found: dict[str, Usage] = {}
     for run_id, cost, t_in, t_out in rows:
         root = root_of[run_id]

@@ -20,6 +20,7 @@ savepoint rolled back takes its changes with it.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -27,15 +28,18 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
+    String,
+    bindparam,
     event,
     func,
     literal_column,
     or_,
     select,
+    text,
     tuple_,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session, SessionTransaction
 
 from shared.db.models import StepCount, StepRun
@@ -44,6 +48,12 @@ from shared.states import StepState
 _PENDING_KEY = "skillq.step_counts"  # session.info: (run, step, state) -> change
 _SAVED_KEY = "skillq.step_counts.saved"  # session.info: savepoint -> changes at its start
 OPEN = (StepState.PENDING, StepState.RUNNING, StepState.WAITING)
+_ADD_COUNTS = text(
+    "INSERT INTO step_counts (run_id, step_id, state, items) "
+    "SELECT * FROM unnest(CAST(:runs AS text[]), CAST(:steps AS text[]), "
+    "CAST(:states AS text[]), CAST(:items AS bigint[])) "
+    "ON CONFLICT (run_id, step_id, state) DO UPDATE SET items = step_counts.items + "
+    "excluded.items")
 
 
 def in_state(*states: StepState) -> ColumnElement[bool]:
@@ -59,7 +69,7 @@ def in_state(*states: StepState) -> ColumnElement[bool]:
     return StepRun.state == values[0] if len(values) == 1 else StepRun.state.in_(values)
 
 
-def _first(run_id: str, step_id: str, state: StepState) -> Any:
+def _first(run_id: Any, step_id: Any, state: StepState) -> Any:
     # Ordered as ix_step_runs_run_step_state is, so PostgreSQL walks that index and stops
     # at the first entry. Asked as a plain EXISTS, it may take the statistics' word that
     # thousands of rows match and scan the table for one, which near a wide fan-out's end
@@ -70,18 +80,49 @@ def _first(run_id: str, step_id: str, state: StepState) -> Any:
             .order_by(StepRun.superseded, StepRun.not_before).limit(1).scalar_subquery())
 
 
+@functools.cache
+def _any_open(states: tuple[StepState, ...]) -> Select[tuple[bool]]:
+    # Built once per set of states: every advance and every batch flush asks it.
+    run_id, step_id = bindparam("run_id", type_=String), bindparam("step_id", type_=String)
+    return select(or_(*(_first(run_id, step_id, s).is_not(None) for s in states)))
+
+
 def any_open(session: Session, run_id: str, step_id: str,
              states: Sequence[StepState] = OPEN) -> bool:
     """Whether an item of the step has an attempt in ``states`` (default: pending,
     running or waiting), attempts added in this transaction included."""
-    return bool(session.scalar(select(or_(*(_first(run_id, step_id, s).is_not(None)
-                                            for s in states)))))
+    return bool(session.scalar(_any_open(tuple(StepState(s) for s in states)),
+                               {"run_id": run_id, "step_id": step_id}))
 
 
 def open_items(session: Session, run_id: str, step_id: str) -> int:
     """Attempts of a step still pending or running, counted up to one: the callers ask
     whether any is left (0 means the step can settle), and that is an index probe."""
     return int(any_open(session, run_id, step_id, (StepState.PENDING, StepState.RUNNING)))
+
+
+def _wanting() -> Any:
+    def of_steps(*where: Any) -> Any:
+        return select(StepRun).where(StepRun.run_id == bindparam("run_id"),
+                                     StepRun.step_id.in_(bindparam("steps", expanding=True)),
+                                     *where)
+
+    live = StepRun.superseded.is_(False)
+    # Three plain index scans, not one OR: a bitmap scan never marks the dead index
+    # entries it meets (a wide fan-out leaves one per item in 'running' until VACUUM)
+    # and rechecks every one in the table each time; a plain scan marks them once.
+    return select(StepRun).from_statement(union_all(
+        of_steps(in_state(StepState.RETRYING, StepState.LOST), live),
+        of_steps(in_state(StepState.PENDING), live, StepRun.not_before.is_not(None)),
+        # ``+ 0 s``: the heartbeat is a filter here, not an index condition, so that the
+        # run's own rows (ix_step_runs_run_step_state) are read, not every running row of
+        # every run by heartbeat (ix_step_runs_state_heartbeat, with the dead entries
+        # every finished item of every recent run left there).
+        of_steps(in_state(StepState.RUNNING), StepRun.child_run_id.is_(None),
+                 StepRun.heartbeat_at + timedelta(0) < bindparam("dead_before"))))
+
+
+_WANTING = _wanting()  # built once: every advance of a running step asks it
 
 
 def wanting(session: Session, run_id: str, steps: Sequence[str],
@@ -91,23 +132,8 @@ def wanting(session: Session, run_id: str, steps: Sequence[str],
     step resumed), running ones (not waiting on a nested run) whose heartbeat stopped
     before ``dead_before``. Only an item's newest attempt is ever pending or running,
     and a retrying or lost one is its newest until the next marks it superseded."""
-    def of_steps(*where: Any) -> Any:
-        return select(StepRun).where(StepRun.run_id == run_id,
-                                     StepRun.step_id.in_(list(steps)), *where)
-
-    live = StepRun.superseded.is_(False)
-    # Three plain index scans, not one OR: a bitmap scan never marks the dead index
-    # entries it meets (a wide fan-out leaves one per item in 'running' until VACUUM)
-    # and rechecks every one in the table each time; a plain scan marks them once.
-    found = session.scalars(select(StepRun).from_statement(union_all(
-        of_steps(in_state(StepState.RETRYING, StepState.LOST), live),
-        of_steps(in_state(StepState.PENDING), live, StepRun.not_before.is_not(None)),
-        # ``+ 0 s``: the heartbeat is a filter here, not an index condition, so that the
-        # run's own rows (ix_step_runs_run_step_state) are read, not every running row of
-        # every run by heartbeat (ix_step_runs_state_heartbeat, with the dead entries
-        # every finished item of every recent run left there).
-        of_steps(in_state(StepState.RUNNING), StepRun.child_run_id.is_(None),
-                 StepRun.heartbeat_at + timedelta(0) < dead_before)))).all()
+    found = session.scalars(_WANTING, {"run_id": run_id, "steps": list(steps),
+                                       "dead_before": dead_before}).all()
     return sorted(found, key=lambda r: (r.step_id, r.item_index))
 
 
@@ -126,14 +152,17 @@ def losses(session: Session, run_id: str, rows: Sequence[StepRun]
     return {(step, item): int(n) for step, item, n in found}
 
 
+# Built once: every settling step asks it. Through the state index alone (``+ 0``):
+# walking the item-order index for the first failed one could read every item to find
+# none.
+_FAILED = select(func.count(), func.min(StepRun.item_index + 0)).where(
+    StepRun.run_id == bindparam("run_id", type_=String),
+    StepRun.step_id == bindparam("step_id", type_=String), in_state(StepState.FAILED))
+
+
 def failed_items(session: Session, run_id: str, step_id: str) -> tuple[int, StepRun | None]:
     """How many items of the step failed, and the first of them (by item)."""
-    # Through the state index alone (``+ 0``): walking the item-order index for the first
-    # failed one could read every item to find none.
-    count, lowest = session.execute(
-        select(func.count(), func.min(StepRun.item_index + 0)).where(
-            StepRun.run_id == run_id, StepRun.step_id == step_id,
-            in_state(StepState.FAILED))).one()
+    count, lowest = session.execute(_FAILED, {"run_id": run_id, "step_id": step_id}).one()
     if not count:
         return 0, None
     return int(count), session.scalars(select(StepRun).where(
@@ -180,10 +209,12 @@ def _write(session: Session) -> None:
     changes.clear()
     if not values:
         return
-    stmt = insert(StepCount).values(values)
-    session.execute(stmt.on_conflict_do_update(
-        index_elements=[StepCount.run_id, StepCount.step_id, StepCount.state],
-        set_={"items": StepCount.items + stmt.excluded["items"]}))
+    # One fixed statement, its rows as arrays in key order, on the session's connection:
+    # no ORM bulk insert and no compile per commit (they were a third of a one-step
+    # commit's Python).
+    session.connection().execute(_ADD_COUNTS, {
+        "runs": [v["run_id"] for v in values], "steps": [v["step_id"] for v in values],
+        "states": [v["state"] for v in values], "items": [v["items"] for v in values]})
 
 
 @event.listens_for(Session, "after_transaction_create")

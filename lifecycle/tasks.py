@@ -41,9 +41,11 @@ def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
     send_outcome(app, ctx, run_id, out)
 
 
-def advance_in(session: Session, ctx: WorkerContext, run_id: str) -> Outcome:
-    """Plan in the caller's transaction; the caller commits, then ``send_outcome``."""
-    out = plan_advance(session, run_id, ctx.settings)
+def advance_in(session: Session, ctx: WorkerContext, run_id: str, *,
+               locked: PipelineRun | None = None) -> Outcome:
+    """Plan in the caller's transaction; the caller commits, then ``send_outcome``.
+    ``locked``: the run's row, as planner.lock_run gave it in this transaction."""
+    out = plan_advance(session, run_id, ctx.settings, locked=locked)
     if out.settled_skills or out.finished:
         run = session.get(PipelineRun, run_id)
         if run is not None:

@@ -43,6 +43,7 @@ LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "
                   "state", "source", "queue", "inputs", "input_hash", "not_before", "route")
 _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
 ENDED_RUN = tuple(s for s in RunState if s.terminal)
+NEW_RUNS = "skillq.new_runs"  # session.info: ids of the runs this session recorded
 
 
 def _now() -> datetime:
@@ -67,6 +68,7 @@ def new_run(session: Session, *, run_id: str, skill: str, version: int, source: 
                       triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
                       agent_call=agent_call, retry_of=retry_of)
     session.add(run)
+    session.info.setdefault(NEW_RUNS, set()).add(run_id)  # read whole by planner.lock_run
     return run
 
 

@@ -6,7 +6,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import DateTime, bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -29,11 +29,15 @@ def lookup(session: Session, key: str) -> CacheEntry | None:
                                                     CacheEntry.expires_at > now)).first()
 
 
+# Built once: every claim of a cache-enabled step asks it.
+_LIVE = select(CacheEntry.key, CacheEntry.outputs).where(
+    CacheEntry.key.in_(bindparam("keys", expanding=True)),
+    CacheEntry.expires_at > bindparam("now", type_=DateTime(timezone=True)))
+
+
 def lookup_many(session: Session, keys: list[str]) -> dict[str, Any]:
     """Outputs by key, for the keys with a live entry (one query for a batch of items)."""
-    now = datetime.now(UTC)
-    rows = session.execute(select(CacheEntry.key, CacheEntry.outputs).where(
-        CacheEntry.key.in_(keys), CacheEntry.expires_at > now)).all()
+    rows = session.execute(_LIVE, {"keys": keys, "now": datetime.now(UTC)}).all()
     return {key: outputs for key, outputs in rows}
 
 

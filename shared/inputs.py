@@ -270,14 +270,15 @@ def store_files(session: Session, manifest: Manifest, given: Mapping[str, Any]
     InputError naming the input and the file otherwise: the run is not recorded."""
     from shared import store  # SQLAlchemy: only where a run is recorded
 
-    max_bytes = get_settings().file_max_bytes
     problems: list[Problem] = []
 
     def stored(value: Any, field: str) -> Any:
         if isinstance(value, list):
             return [stored(v, field) for v in value]
         if is_local_file(value):
-            data = _read_local(Path(value[LOCAL_KEY]), max_bytes)
+            # Read here, not for every run: most runs give no file, and the settings
+            # are parsed from the environment each time they are asked for.
+            data = _read_local(Path(value[LOCAL_KEY]), get_settings().file_max_bytes)
             if isinstance(data, str):
                 problems.append(Problem("inputs", field, data))
                 return value

@@ -7,6 +7,7 @@ this delivery runs the step, so a step never has two successful records.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -16,14 +17,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sqlalchemy.orm import Session
+
 from lifecycle import transitions
 from lifecycle.context import WorkerContext
+from lifecycle.planner import lock_run
 from lifecycle.step_counts import open_items
 from shared import cache
+from shared.builtin import RESERVED as BUILTIN
 from shared.builtin import builtin_skill
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
-from shared.db.outage import through_outage
+from shared.db.outage import is_outage, through_outage
 from shared.db.session import transaction
 from shared.inputs import with_defaults
 from shared.plan import Plan
@@ -49,6 +54,7 @@ AGENT_RETRIES = 3  # a model's rate limit or overload: retried like a script's e
 BACKOFF_CAP_S = 60.0
 FLUSH_S = 0.05  # a batch records its finished items at least this often
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,6 +68,9 @@ class Claim:
     inputs: dict[str, Any]
     workdir: str | None
     vault: Path  # the run's vault when this machine has it, else the worker's own
+    # Its cache entry, looked up with the claim: {key: outputs}, empty for a miss; None
+    # when not looked up there (``execute`` looks it up itself).
+    cached: Mapping[str, Any] | None = None
 
     @property
     def fans_out(self) -> bool:
@@ -116,13 +125,15 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     def fast() -> dict[str, Claim]:
         now = datetime.now(UTC)
         with transaction(ctx.database_url) as session:
-            return {c.id: Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
-                                skill=c.skill, version=c.version, attempt=c.attempt,
-                                inputs=unpack(session, c.inputs), workdir=c.workdir,
-                                vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
-                    for c in transitions.claim_pending(
-                        session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
-                        now=now).values()}
+            claims = {c.id: Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
+                                  skill=c.skill, version=c.version, attempt=c.attempt,
+                                  inputs=unpack(session, c.inputs), workdir=c.workdir,
+                                  vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
+                      for c in transitions.claim_pending(
+                          session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
+                          now=now).values()}
+            _look_up_cache(session, list(claims.values()))  # one transaction, not two
+            return claims
 
     # While the database is away the message stays reserved here, unacknowledged.
     taken = _outlasting(ctx, fast, "claiming a step")
@@ -190,16 +201,58 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost
                      inputs=unpack(session, row.inputs), workdir=plan.workdir, vault=vault)
 
 
+@dataclass(frozen=True, slots=True)
+class _Lone:
+    """A lone attempt claimed: answered from the cache in its claim's transaction
+    (``result``, and ``send`` for its run's outcome), or left to run (``result`` None)."""
+    job: Claim
+    result: Result | None = None
+    send: Callable[[], None] | None = None
+
+
+def _is_lone_first(row_id: str) -> bool:
+    """The first attempt of a step's only item ("<run>/<step>/-1/1")."""
+    parts = row_id.rsplit("/", 2)
+    return len(parts) == 3 and parts[1] == "-1" and parts[2] == "1"
+
+
+def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
+                ) -> _Lone | None:
+    """Claim a lone first attempt and look up its cache entry, as ``claim_batch`` does;
+    a cache hit is recorded and its run planned in that same transaction too (one
+    commit from message to outcome). None: nothing claimed here (another delivery owns
+    it, or its run has ended): ``claim_batch`` decides.
+
+    The run's row is taken only if no other transaction holds it: waiting for it while
+    holding the attempt's row could deadlock with a cancel, which takes the run's row
+    first. Held elsewhere, the hit is recorded as any result is (``finish_batch``)."""
+    with transaction(ctx.database_url) as session:
+        found = transitions.claim_pending(session, [row_id], worker=worker, pid=ctx.pid,
+                                          daemon=ctx.daemon, now=datetime.now(UTC))
+        c = found.get(row_id)
+        if c is None:
+            return None
+        job = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id, skill=c.skill,
+                    version=c.version, attempt=c.attempt, inputs=unpack(session, c.inputs),
+                    workdir=c.workdir,
+                    vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
+        _look_up_cache(session, [job])
+        result = _cache_hit(ctx, job)
+        run = lock_run(session, job.run_id, skip_locked=True) if result is not None else None
+        if result is None or run is None:
+            return _Lone(job)
+        due, _ = _record_in(session, ctx, [(job, result)])
+        return _Lone(job, result, plan_in(session, run) if job.run_id in due else None)
+
+
 def _backoff_s(attempt: int) -> float:
     """Exponential with full jitter around it, so retries of many items spread out."""
     base = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1))
     return float(base * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not security
 
 
-def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = None
-            ) -> Result:
-    """Run one claimed attempt. ``cached``: the batch's cache entries by key, when they
-    were looked up together (else this looks its own up)."""
+def _skill_for(ctx: WorkerContext, job: Claim) -> Skill | Result:
+    """The skill the attempt runs, or the failure that says why there is none."""
     skill = builtin_skill(job.skill) or open_skill(job.vault, job.skill) or open_vault(
         job.vault, ttl_s=ctx.settings.discovery_ttl_s).skills.get(job.skill)
     if skill is None:
@@ -208,9 +261,39 @@ def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = N
     # The published files, verified, or the version the run wants rebuilt from the store
     # (so what runs is always job.version, or the step fails here).
     try:
-        skill = published.skill_for_step(ctx, job, skill)
+        return published.skill_for_step(ctx, job, skill)
     except published.REFUSED as exc:
         return Result(StepState.FAILED, error=str(exc), error_kind=exc.error_kind)
+
+
+def _cache_hit(ctx: WorkerContext, job: Claim) -> Result | None:
+    """What ``execute`` would answer from ``job.cached`` without running anything, or
+    None when it would do anything else (run a script, start a run, fail)."""
+    if not job.cached:
+        return None
+    skill = _skill_for(ctx, job)
+    if isinstance(skill, Result) or skill.manifest.is_orchestrator \
+            or skill.manifest.kind == "instructions" or not skill.manifest.cache.enabled:
+        return None
+    try:
+        secrets_for(skill.manifest.auth)
+    except MissingSecret:
+        return None
+    key = cache.cache_key(skill.name, skill.manifest.version,
+                          with_defaults(skill.manifest, job.inputs))
+    if key not in job.cached:
+        return None
+    return Result(StepState.SUCCEEDED, outputs=job.cached[key], cache_hit=True,
+                  duration_ms=0.0)
+
+
+def execute(ctx: WorkerContext, job: Claim, cached: Mapping[str, Any] | None = None
+            ) -> Result:
+    """Run one claimed attempt. ``cached``: the batch's cache entries by key, when they
+    were looked up together (else this looks its own up)."""
+    skill = _skill_for(ctx, job)
+    if isinstance(skill, Result):
+        return skill
     if skill.manifest.is_orchestrator:
         return _start_child(ctx, job, skill)
     if skill.manifest.kind == "instructions":
@@ -325,19 +408,71 @@ def finish(ctx: WorkerContext, job: Claim, result: Result) -> bool:
     return bool(finish_batch(ctx, [(job, result)]))
 
 
-def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]) -> set[str]:
+# Plans a run, its row locked (lifecycle.planner.lock_run), in the caller's transaction
+# (lifecycle.tasks.advance_in); what it returns sends the outcome, once that transaction
+# has committed.
+PlanIn = Callable[[Session, PipelineRun], Callable[[], None]]
+
+
+def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]],
+                 plan_in: PlanIn | None = None) -> set[str]:
     """Record finished attempts in one transaction; the runs the planner should look at.
 
     A run is due when one of its attempts did not succeed, or when a step has no open
     item left. Open items are counted after the commit, so whichever of two items
     finishing together commits last sees zero.
+
+    With ``plan_in``, a lone attempt that needs no count (one item of a step without a
+    fan-out, or one that did not succeed) has its run planned in the transaction that
+    records it, and the outcome sent after its commit: one commit, not two, between a
+    step's end and its run's (the run is then not returned as due).
     """
+    run_id = _plans_with_record(done) if plan_in is not None else None
+    if run_id is not None and plan_in is not None:
+        try:
+            due, send = _outlasting(ctx, lambda: _record_and_plan(ctx, done, run_id, plan_in),
+                                    "recording a step")
+        except Exception as exc:
+            if is_outage(exc):
+                raise
+            # The whole transaction rolled back: record alone, and plan as before.
+            log.exception("planning run %s with its step's record failed; recording first",
+                          run_id)
+        else:
+            if send is not None:
+                send()
+            return due
     # A finished result is kept (in this process) until it can be recorded: a database
     # outage delays the record, it never throws the work away.
     due, steps = _outlasting(ctx, lambda: _record(ctx, done), "recording a step")
     if steps - {(r, s) for r, s in steps if r in due}:
         due |= _outlasting(ctx, lambda: _settled_runs(ctx, steps, due), "recording a step")
     return due
+
+
+def _plans_with_record(done: Sequence[tuple[Claim, Result]]) -> str | None:
+    """The run of a lone attempt whose record alone makes its run due, if that is what
+    ``done`` is: not an item of a fan-out that succeeded (due only when the step's last
+    item is, counted after the commit), not a step now waiting for runs it started."""
+    if len(done) != 1:
+        return None
+    job, result = done[0]
+    if result.state in (StepState.RUNNING, StepState.WAITING) or (
+            job.fans_out and result.state == StepState.SUCCEEDED):
+        return None
+    return job.run_id
+
+
+def _record_and_plan(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]], run_id: str,
+                     plan_in: PlanIn) -> tuple[set[str], Callable[[], None] | None]:
+    with transaction(ctx.database_url) as session:
+        # The run's row first, as the planner and a cancel take it before its attempts'
+        # rows: a cancel holding the run never waits for a row this transaction holds.
+        run = lock_run(session, run_id)
+        due, _ = _record_in(session, ctx, done)
+        if run is None or run_id not in due:  # not recorded (lost or cancelled meanwhile)
+            return due, None
+        return due - {run_id}, plan_in(session, run)
 
 
 def _settled_runs(ctx: WorkerContext, steps: set[tuple[str, str]], due: set[str]) -> set[str]:
@@ -348,51 +483,56 @@ def _settled_runs(ctx: WorkerContext, steps: set[tuple[str, str]], due: set[str]
 
 def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
             ) -> tuple[set[str], set[tuple[str, str]]]:
+    with transaction(ctx.database_url) as session:
+        return _record_in(session, ctx, done)
+
+
+def _record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
+               ) -> tuple[set[str], set[tuple[str, str]]]:
     due: set[str] = set()
     steps: set[tuple[str, str]] = set()
     totals: dict[str, skill_stats.Totals] = {}
     now = datetime.now(UTC)
-    with transaction(ctx.database_url) as session:
-        for job, result in done:
-            if result.state == StepState.RUNNING:  # a nested run settles this step later
-                due.add(str(result.extra["child_run_id"]))  # its first advance
-                continue
-            outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
-                if result.outputs is not None else None
-            mine = transitions.finish_attempt(session, {
-                "id": job.row_id, "state": result.state.value, "outputs": outputs,
-                "error": result.error, "error_kind": result.error_kind,
-                "cache_hit": result.cache_hit, "exit_code": result.exit_code,
-                "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
-                "now": now, "duration_ms": result.duration_ms,
-                "not_before": result.not_before, "cost_usd": result.cost_usd,
-                "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
-                **screen_columns(result.screen)},
-                pid=ctx.pid)
-            if mine is None:
-                continue  # re-dispatched meanwhile (declared lost): the new attempt counts
-            if StepState(result.state).final:
-                totals.setdefault(job.skill, skill_stats.Totals()).add(
-                    success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
-                    cost_usd=mine.cost_usd, at=now,
-                    production=mine.source == RunSource.PRODUCTION)
-            if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
-                children = result.extra["waiting_on"]
-                due.update(children)  # their first advance
-                if transitions.wait_on(session, job.row_id, children, now):
-                    due.add(job.run_id)  # they had ended already: it goes again now
-                continue
-            if "cache" in result.extra and result.outputs is not None:
-                key, ttl = result.extra["cache"]
-                cache.store(session, key=key, skill=job.skill, version=job.version,
-                            outputs=result.outputs, ttl_s=ttl, step_run_id=job.row_id)
-            if result.state != StepState.SUCCEEDED or not job.fans_out:
-                due.add(job.run_id)  # a lone item needs no count: it was the step's last
-            else:
-                steps.add((job.run_id, job.step_id))
-        for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
-            skill_stats.add(session, skill, skill_stats.STEP, sums)
-        note_failures(ctx, session, done)  # production's final failures: improvement notes
+    for job, result in done:
+        if result.state == StepState.RUNNING:  # a nested run settles this step later
+            due.add(str(result.extra["child_run_id"]))  # its first advance
+            continue
+        outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
+            if result.outputs is not None else None
+        mine = transitions.finish_attempt(session, {
+            "id": job.row_id, "state": result.state.value, "outputs": outputs,
+            "error": result.error, "error_kind": result.error_kind,
+            "cache_hit": result.cache_hit, "exit_code": result.exit_code,
+            "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
+            "now": now, "duration_ms": result.duration_ms,
+            "not_before": result.not_before, "cost_usd": result.cost_usd,
+            "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
+            **screen_columns(result.screen)},
+            pid=ctx.pid)
+        if mine is None:
+            continue  # re-dispatched meanwhile (declared lost): the new attempt counts
+        if StepState(result.state).final:
+            totals.setdefault(job.skill, skill_stats.Totals()).add(
+                success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
+                cost_usd=mine.cost_usd, at=now,
+                production=mine.source == RunSource.PRODUCTION)
+        if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
+            children = result.extra["waiting_on"]
+            due.update(children)  # their first advance
+            if transitions.wait_on(session, job.row_id, children, now):
+                due.add(job.run_id)  # they had ended already: it goes again now
+            continue
+        if "cache" in result.extra and result.outputs is not None:
+            key, ttl = result.extra["cache"]
+            cache.store(session, key=key, skill=job.skill, version=job.version,
+                        outputs=result.outputs, ttl_s=ttl, step_run_id=job.row_id)
+        if result.state != StepState.SUCCEEDED or not job.fans_out:
+            due.add(job.run_id)  # a lone item needs no count: it was the step's last
+        else:
+            steps.add((job.run_id, job.step_id))
+    for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
+        skill_stats.add(session, skill, skill_stats.STEP, sums)
+    note_failures(ctx, session, done)  # production's final failures: improvement notes
     return due, steps
 
 
@@ -400,38 +540,65 @@ def _outlasting(ctx: WorkerContext, fn: Callable[[], T], what: str) -> T:
     return through_outage(fn, limit_s=ctx.settings.database_outage_s, what=what)
 
 
-def _batch_cache(ctx: WorkerContext, jobs: Sequence[Claim]) -> dict[str, Any] | None:
-    """The live cache entries of a batch's cache-enabled items, in one query."""
-    keys = []
+def _look_up_cache(session: Session, jobs: Sequence[Claim]) -> None:
+    """Set ``cached`` on the jobs whose skill caches, from one query for them all.
+
+    Keyed as ``execute`` keys them, from the vault's copy of the skill; a job whose
+    vault copy is missing or of another version than the run's, or whose skill is a
+    built-in, is left to ``execute`` (None), which looks its entry up for the skill it
+    runs."""
+    keyed: dict[str, str] = {}
     for job in jobs:
-        skill = open_skill(job.vault, job.skill)
-        if skill is not None and skill.manifest.cache.enabled:
-            keys.append(cache.cache_key(skill.name, skill.manifest.version,
-                                        with_defaults(skill.manifest, job.inputs)))
-    if not keys:
-        return None
-    with transaction(ctx.database_url) as session:
-        return cache.lookup_many(session, keys)
+        # A built-in skill goes before the vault's (``_skill_for``): execute keys it.
+        skill = open_skill(job.vault, job.skill) if job.skill not in BUILTIN else None
+        if skill is not None and skill.manifest.cache.enabled \
+                and skill.manifest.version == job.version:
+            keyed[job.row_id] = cache.cache_key(skill.name, skill.manifest.version,
+                                                with_defaults(skill.manifest, job.inputs))
+    if not keyed:
+        return
+    found = cache.lookup_many(session, sorted(set(keyed.values())))
+    for job in jobs:
+        if job.row_id in keyed:
+            key = keyed[job.row_id]
+            job.cached = {key: found[key]} if key in found else {}
 
 
 def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
-              on_due: Callable[[str], None]) -> list[Result]:
+              on_due: Callable[[str], None], plan_in: PlanIn | None = None) -> list[Result]:
     """Claim, run and record one message's attempts; ``on_due(run_id)`` for each run the
-    planner should look at, as soon as it is known. The results of the attempts this
+    planner should look at, as soon as it is known (``plan_in``: how a lone attempt's run
+    is planned with its record, see ``finish_batch``). The results of the attempts this
     delivery ran (none: another delivery owns them, or their run has ended)."""
-    jobs = claim_batch(ctx, ids, worker, on_due)
+    jobs: list[Claim] | None = None
+    if plan_in is not None and len(ids) == 1 and _is_lone_first(ids[0]):
+        try:
+            lone = _outlasting(ctx, lambda: _claim_lone(ctx, ids[0], worker, plan_in),
+                               "claiming a step")
+        except Exception as exc:
+            if is_outage(exc):
+                raise
+            # Rolled back whole: nothing claimed, so the usual claim takes it.
+            log.exception("claiming %s with its run failed; claiming it alone", ids[0])
+            lone = None
+        if lone is not None and lone.result is not None:
+            if lone.send is not None:
+                lone.send()
+            return [lone.result]
+        jobs = [lone.job] if lone is not None else None
+    if jobs is None:
+        jobs = claim_batch(ctx, ids, worker, on_due)
     states: list[Result] = []
     open_ids = {j.row_id for j in jobs}
     pending: list[tuple[Claim, Result]] = []
 
     def flush() -> None:
-        for run_id in sorted(finish_batch(ctx, pending)):
+        for run_id in sorted(finish_batch(ctx, pending, plan_in)):
             on_due(run_id)
         for job, _ in pending:
             open_ids.discard(job.row_id)
         pending.clear()
 
-    cached = _batch_cache(ctx, jobs) if len(jobs) > 1 else None
     with heartbeat(ctx.database_url, open_ids, ctx.settings.heartbeat_s), \
             watch_cancelled(ctx.database_url, open_ids) as cancelled:
         flushed = time.monotonic()
@@ -440,7 +607,7 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
                 open_ids.discard(job.row_id)
                 continue
             try:
-                result = execute(ctx, job, cached)
+                result = execute(ctx, job, job.cached)
             except Exception as exc:  # an executor bug still settles the step, with why
                 result = Result(StepState.FAILED,
                                 error=f"internal error: {type(exc).__name__}: {exc}",

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import Task, shared_task
 from celery.exceptions import Reject, Retry
+from sqlalchemy.orm import Session
 
 from lifecycle import canvas
 from lifecycle.context import current
-from lifecycle.tasks import advance_run
+from lifecycle.tasks import advance_in, advance_run, send_outcome
+from shared.db.models import PipelineRun
 from shared.db.outage import is_outage
 from shared.errors import StepFailed
 from shared.states import StepState
@@ -45,9 +47,24 @@ def _run(task: Task[Any, Any], ids: Sequence[str]) -> list[str]:
             log.exception("advancing %s in-process failed; asking the control queue", run_id)
             canvas.request_advance(task.app, run_id)
 
+    def plan_in(session: Session, run: PipelineRun) -> Callable[[], None]:
+        """Plan the run in the transaction recording its step (step_runner.finish_batch);
+        what is returned sends the outcome after the commit."""
+        run_id = run.id
+        out = advance_in(session, ctx, run_id, locked=run)
+
+        def send() -> None:
+            try:
+                send_outcome(task.app, ctx, run_id, out)
+            except Exception:  # recorded and planned: a control worker sends what is due
+                log.exception("sending %s's next steps failed; asking the control queue",
+                              run_id)
+                canvas.request_advance(task.app, run_id)
+        return send
+
     try:
         results = step_runner.run_batch(ctx, ids, worker=task.request.hostname or ctx.hostname,
-                                        on_due=due)
+                                        on_due=due, plan_in=plan_in)
     except Exception as exc:
         if is_outage(exc):  # the database stayed away longer than database_outage_s
             raise Reject(f"database unreachable: {exc}", requeue=True) from exc

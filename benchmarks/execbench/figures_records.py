@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import socket
@@ -43,7 +42,7 @@ def _step_values(run_id: str, n: int) -> list[dict[str, Any]]:
 
 
 # The what-if of (d4-lean): claim and finish as one statement each (the running-but-dead
-# redelivery case of step_runner.claim is left out: it is not on the hot path).
+# redelivery case of step_runner.claim_batch is left out: it is not on the hot path).
 LEAN_CLAIM = text(
     "UPDATE step_runs s SET state = 'running', worker = :worker, worker_pid = :pid, "
     "started_at = now(), heartbeat_at = now() FROM pipeline_runs r "
@@ -213,13 +212,12 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
 
         lean_engine = create_engine(b.s.db, pool_size=2)
 
-        # claim() gained a worker-name argument while this was written: pass it if wanted.
-        claim_kw = {"worker": f"benchmark@{ctx.hostname}"} \
-            if "worker" in inspect.signature(step_runner.claim).parameters else {}
-
         def skillq_cycle(step_run: str) -> None:
-            job = step_runner.claim(ctx, step_run, **claim_kw)
-            assert job is not None
+            # the worker's claim: a message of one attempt (claim_batch, as workers/tasks.py)
+            taken = step_runner.claim_batch(ctx, [step_run], f"benchmark@{ctx.hostname}",
+                                            on_due=lambda run_id: None)
+            assert len(taken) == 1
+            job = taken[0]
             step_runner.finish(ctx, job, step_runner.Result(StepState.SUCCEEDED, outputs={},
                                                             duration_ms=0.0))
 

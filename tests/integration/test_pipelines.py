@@ -41,6 +41,7 @@ from conftest import (
 )
 from sqlalchemy import func, select, text
 
+from lifecycle.step_counts import state_counts
 from shared.db.models import Artifact, CacheEntry, PipelineRun, StepRun
 from shared.store import canonical_json, is_ref, unpack
 
@@ -429,6 +430,13 @@ def test_second_identical_run_is_a_cache_hit(stack: Stack, run_skill: RunSkill,
                                                            CacheEntry.step_run_id == miss.id)
                                   ).all()
         assert [e.outputs for e in entries] == [{"key": key, "token": token}]
+        # A hit is claimed, recorded and its run ended in one transaction: its records
+        # are those of any attempt (claimed by a worker, counted once, benchmarks.json
+        # showing it by the time `skillq run` returned).
+        assert hit.worker and hit.started_at and hit.finished_at and hit.duration_ms == 0.0
+        assert state_counts(session, [second.run_id]) == {"succeeded": 1}
+    assert bench_runs(vault, "token")[-1]["run_id"] == hit.id
+    assert bench_runs(vault, "token")[-1]["cache_hit"] is True
 
 
 def blob(size: int) -> str:
