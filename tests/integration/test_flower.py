@@ -141,7 +141,10 @@ def test_flower_lists_workers_and_readable_tasks_behind_auth(
     api, log = flower
     token = events_on
     vault = copy_vault(VAULTS / "ops", tmp_path / "vault")
-    result = run_skill("watched", vault, inputs={"leak": True})
+    # One message per item, whatever echo's recent durations in this session's database
+    # (quick ones would put both items in one execute_steps message: one task, not two).
+    result = run_skill("watched", vault, inputs={"leak": True},
+                       env={"SKILLQ_BATCH_TARGET_MS": "0"})
     assert result.code == 1 and result.run_id, result  # secret-peek printed it and failed
     steps = healthy.steps(result.run_id)
     attempts = {s.id: s.skill for s in steps}
