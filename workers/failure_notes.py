@@ -19,7 +19,7 @@ from shared.skillfiles import RunSource
 from shared.states import StepState
 
 if TYPE_CHECKING:
-    from workers.step_runner import Claim, Result
+    from workers.step_types import Claim, Result
 
 
 def note_failures(ctx: WorkerContext, session: Session,

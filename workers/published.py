@@ -36,7 +36,7 @@ from shared.skill import Skill, load_skill
 from shared.skillfiles import RunSource
 
 if TYPE_CHECKING:
-    from workers.step_runner import Claim
+    from workers.step_types import Claim
 
 DRAFT_SOURCES = frozenset({RunSource.TEST_WINDOW.value, RunSource.BUILD.value})
 PUBLISHED_DIR = "published"

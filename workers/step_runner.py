@@ -2,7 +2,8 @@
 
 A message may arrive twice (at-least-once delivery, a redelivery after a pool child
 died, the watchdog's re-dispatch): the claim, under the row's lock, decides whether
-this delivery runs the step, so a step never has two successful records.
+this delivery runs the step, so a step never has two successful records. Recording what
+ran (and planning its run in the same transaction) is workers/step_records.py's.
 """
 
 from __future__ import annotations
@@ -12,88 +13,46 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from lifecycle import transitions
 from lifecycle.context import WorkerContext
 from lifecycle.planner import lock_run
-from lifecycle.step_counts import open_items
 from shared import cache
 from shared.builtin import RESERVED as BUILTIN
 from shared.builtin import builtin_skill
-from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
-from shared.db.outage import is_outage, through_outage
+from shared.db.outage import is_outage
 from shared.db.session import transaction
 from shared.inputs import with_defaults
 from shared.plan import Plan
 from shared.secrets import MissingSecret, redact, redact_value, secrets_for
 from shared.skill import Skill
-from shared.skillfiles import RunSource
 from shared.states import RunState, StepState
-from shared.store import pack, unpack
+from shared.store import unpack
 from shared.vault import open_skill, open_vault
 from workers import attempt_end, published
 from workers import sandbox as sandboxes
 from workers.attempt_end import STEP_MARKER, scratch_for
 from workers.attempt_end_watch import watch_cancelled
-from workers.failure_notes import note_failures
 from workers.file_inputs import DatabaseFiles
 from workers.heartbeat import heartbeat
 from workers.proc_tags import kill_tagged
-from workers.screen.executor import ScreenRun, is_screen_step, run_screen_step, screen_columns
+from workers.screen.executor import is_screen_step, run_screen_step
 from workers.script_executor import ScriptStatus, run_script
+from workers.step_records import PlanIn, finish_batch, outlasting, record_in
+from workers.step_types import Claim, Result
 
 BACKOFF_BASE_S = 1.0
 AGENT_RETRIES = 3  # a model's rate limit or overload: retried like a script's exit 75
 BACKOFF_CAP_S = 60.0
 FLUSH_S = 0.05  # a batch records its finished items at least this often
-T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Claim:
-    row_id: str
-    run_id: str
-    step_id: str
-    skill: str
-    version: int
-    attempt: int
-    inputs: dict[str, Any]
-    workdir: str | None
-    vault: Path  # the run's vault when this machine has it, else the worker's own
-    # Its cache entry, looked up with the claim: {key: outputs}, empty for a miss; None
-    # when not looked up there (``execute`` looks it up itself).
-    cached: Mapping[str, Any] | None = None
-
-    @property
-    def fans_out(self) -> bool:
-        return self.row_id.rsplit("/", 2)[1] != "-1"  # "<run>/<step>/<item>/<attempt>"
-
-
-@dataclass
-class Result:
-    state: StepState
-    outputs: Any = None
-    error: str | None = None
-    error_kind: str | None = None
-    cache_hit: bool = False
-    exit_code: int | None = None
-    stdout_tail: str | None = None
-    stderr_tail: str | None = None
-    duration_ms: float | None = None
-    not_before: datetime | None = None
-    screen: ScreenRun | None = None  # a dom0/cmd0 step: its wait for the machine's lock
-    cost_usd: float = 0.0  # an agent step's model usage (its own turns)
-    tokens_in: int = 0
-    tokens_out: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def kill_leftovers(prefix: str) -> list[int]:
@@ -136,10 +95,10 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
             return claims
 
     # While the database is away the message stays reserved here, unacknowledged.
-    taken = _outlasting(ctx, fast, "claiming a step")
+    taken = outlasting(ctx, fast, "claiming a step")
     for row_id in ids:
         if row_id not in taken:
-            slow = _outlasting(ctx, lambda: _claim_locked(ctx, row_id, worker),  # noqa: B023
+            slow = outlasting(ctx, lambda: _claim_locked(ctx, row_id, worker),  # noqa: B023
                                "claiming a step")
             if isinstance(slow, Claim):
                 taken[row_id] = slow
@@ -241,7 +200,7 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
         run = lock_run(session, job.run_id, skip_locked=True) if result is not None else None
         if result is None or run is None:
             return _Lone(job)
-        due, _ = _record_in(session, ctx, [(job, result)])
+        due, _ = record_in(session, ctx, [(job, result)])
         return _Lone(job, result, plan_in(session, run) if job.run_id in due else None)
 
 
@@ -403,143 +362,6 @@ def _start_child(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
     return Result(StepState.RUNNING, extra={"child_run_id": child})
 
 
-def finish(ctx: WorkerContext, job: Claim, result: Result) -> bool:
-    """Record one attempt; True when the planner should look at the run now."""
-    return bool(finish_batch(ctx, [(job, result)]))
-
-
-# Plans a run, its row locked (lifecycle.planner.lock_run), in the caller's transaction
-# (lifecycle.tasks.advance_in); what it returns sends the outcome, once that transaction
-# has committed.
-PlanIn = Callable[[Session, PipelineRun], Callable[[], None]]
-
-
-def finish_batch(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]],
-                 plan_in: PlanIn | None = None) -> set[str]:
-    """Record finished attempts in one transaction; the runs the planner should look at.
-
-    A run is due when one of its attempts did not succeed, or when a step has no open
-    item left. Open items are counted after the commit, so whichever of two items
-    finishing together commits last sees zero.
-
-    With ``plan_in``, a lone attempt that needs no count (one item of a step without a
-    fan-out, or one that did not succeed) has its run planned in the transaction that
-    records it, and the outcome sent after its commit: one commit, not two, between a
-    step's end and its run's (the run is then not returned as due).
-    """
-    run_id = _plans_with_record(done) if plan_in is not None else None
-    if run_id is not None and plan_in is not None:
-        try:
-            due, send = _outlasting(ctx, lambda: _record_and_plan(ctx, done, run_id, plan_in),
-                                    "recording a step")
-        except Exception as exc:
-            if is_outage(exc):
-                raise
-            # The whole transaction rolled back: record alone, and plan as before.
-            log.exception("planning run %s with its step's record failed; recording first",
-                          run_id)
-        else:
-            if send is not None:
-                send()
-            return due
-    # A finished result is kept (in this process) until it can be recorded: a database
-    # outage delays the record, it never throws the work away.
-    due, steps = _outlasting(ctx, lambda: _record(ctx, done), "recording a step")
-    if steps - {(r, s) for r, s in steps if r in due}:
-        due |= _outlasting(ctx, lambda: _settled_runs(ctx, steps, due), "recording a step")
-    return due
-
-
-def _plans_with_record(done: Sequence[tuple[Claim, Result]]) -> str | None:
-    """The run of a lone attempt whose record alone makes its run due, if that is what
-    ``done`` is: not an item of a fan-out that succeeded (due only when the step's last
-    item is, counted after the commit), not a step now waiting for runs it started."""
-    if len(done) != 1:
-        return None
-    job, result = done[0]
-    if result.state in (StepState.RUNNING, StepState.WAITING) or (
-            job.fans_out and result.state == StepState.SUCCEEDED):
-        return None
-    return job.run_id
-
-
-def _record_and_plan(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]], run_id: str,
-                     plan_in: PlanIn) -> tuple[set[str], Callable[[], None] | None]:
-    with transaction(ctx.database_url) as session:
-        # The run's row first, as the planner and a cancel take it before its attempts'
-        # rows: a cancel holding the run never waits for a row this transaction holds.
-        run = lock_run(session, run_id)
-        due, _ = _record_in(session, ctx, done)
-        if run is None or run_id not in due:  # not recorded (lost or cancelled meanwhile)
-            return due, None
-        return due - {run_id}, plan_in(session, run)
-
-
-def _settled_runs(ctx: WorkerContext, steps: set[tuple[str, str]], due: set[str]) -> set[str]:
-    with transaction(ctx.database_url) as session:
-        return {run for run, step in steps
-                if run not in due and not open_items(session, run, step)}
-
-
-def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
-            ) -> tuple[set[str], set[tuple[str, str]]]:
-    with transaction(ctx.database_url) as session:
-        return _record_in(session, ctx, done)
-
-
-def _record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
-               ) -> tuple[set[str], set[tuple[str, str]]]:
-    due: set[str] = set()
-    steps: set[tuple[str, str]] = set()
-    totals: dict[str, skill_stats.Totals] = {}
-    now = datetime.now(UTC)
-    for job, result in done:
-        if result.state == StepState.RUNNING:  # a nested run settles this step later
-            due.add(str(result.extra["child_run_id"]))  # its first advance
-            continue
-        outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
-            if result.outputs is not None else None
-        mine = transitions.finish_attempt(session, {
-            "id": job.row_id, "state": result.state.value, "outputs": outputs,
-            "error": result.error, "error_kind": result.error_kind,
-            "cache_hit": result.cache_hit, "exit_code": result.exit_code,
-            "stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail,
-            "now": now, "duration_ms": result.duration_ms,
-            "not_before": result.not_before, "cost_usd": result.cost_usd,
-            "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
-            **screen_columns(result.screen)},
-            pid=ctx.pid)
-        if mine is None:
-            continue  # re-dispatched meanwhile (declared lost): the new attempt counts
-        if StepState(result.state).final:
-            totals.setdefault(job.skill, skill_stats.Totals()).add(
-                success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
-                cost_usd=mine.cost_usd, at=now,
-                production=mine.source == RunSource.PRODUCTION)
-        if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
-            children = result.extra["waiting_on"]
-            due.update(children)  # their first advance
-            if transitions.wait_on(session, job.row_id, children, now):
-                due.add(job.run_id)  # they had ended already: it goes again now
-            continue
-        if "cache" in result.extra and result.outputs is not None:
-            key, ttl = result.extra["cache"]
-            cache.store(session, key=key, skill=job.skill, version=job.version,
-                        outputs=result.outputs, ttl_s=ttl, step_run_id=job.row_id)
-        if result.state != StepState.SUCCEEDED or not job.fans_out:
-            due.add(job.run_id)  # a lone item needs no count: it was the step's last
-        else:
-            steps.add((job.run_id, job.step_id))
-    for skill, sums in sorted(totals.items()):  # sorted: two batches lock in one order
-        skill_stats.add(session, skill, skill_stats.STEP, sums)
-    note_failures(ctx, session, done)  # production's final failures: improvement notes
-    return due, steps
-
-
-def _outlasting(ctx: WorkerContext, fn: Callable[[], T], what: str) -> T:
-    return through_outage(fn, limit_s=ctx.settings.database_outage_s, what=what)
-
-
 def _look_up_cache(session: Session, jobs: Sequence[Claim]) -> None:
     """Set ``cached`` on the jobs whose skill caches, from one query for them all.
 
@@ -573,7 +395,7 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     jobs: list[Claim] | None = None
     if plan_in is not None and len(ids) == 1 and _is_lone_first(ids[0]):
         try:
-            lone = _outlasting(ctx, lambda: _claim_lone(ctx, ids[0], worker, plan_in),
+            lone = outlasting(ctx, lambda: _claim_lone(ctx, ids[0], worker, plan_in),
                                "claiming a step")
         except Exception as exc:
             if is_outage(exc):

@@ -48,7 +48,7 @@ def _run(task: Task[Any, Any], ids: Sequence[str]) -> list[str]:
             canvas.request_advance(task.app, run_id)
 
     def plan_in(session: Session, run: PipelineRun) -> Callable[[], None]:
-        """Plan the run in the transaction recording its step (step_runner.finish_batch);
+        """Plan the run in the transaction recording its step (step_records.finish_batch);
         what is returned sends the outcome after the commit."""
         run_id = run.id
         out = advance_in(session, ctx, run_id, locked=run)

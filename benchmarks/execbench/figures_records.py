@@ -144,7 +144,7 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
     from lifecycle.context import WorkerContext
     from lifecycle.planner import LAZY, advance
     from lifecycle.recording import refresh_skill_benchmarks
-    from workers import step_runner
+    from workers import step_records, step_runner, step_types
 
     ways: dict[str, Callable[[Bench, list[dict[str, Any]]], float]] = {
         "planner": insert_planner, "copy": insert_copy, "orm": insert_orm,
@@ -218,7 +218,7 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
                                             on_due=lambda run_id: None)
             assert len(taken) == 1
             job = taken[0]
-            step_runner.finish(ctx, job, step_runner.Result(StepState.SUCCEEDED, outputs={},
+            step_records.finish(ctx, job, step_types.Result(StepState.SUCCEEDED, outputs={},
                                                             duration_ms=0.0))
 
         def lean_cycle(step_run: str) -> None:
