@@ -20,6 +20,10 @@ from typing import Any
 PRIVATE_MODE = 0o600
 _TRIES = 100
 
+# The name of a write in flight (fnmatch): what copies a folder another process may be
+# rewriting a file of skips, since the file is renamed away at any moment.
+TEMP_PATTERN = ".*.????????.tmp"
+
 
 def write_text(path: Path, text: str, *, durable: bool = True, private: bool = False) -> None:
     """``durable=False`` skips the fsync, for files rebuilt from the database anyway:
@@ -60,7 +64,7 @@ def _create_beside(path: Path, mode: int | None) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(_TRIES):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")  # TEMP_PATTERN
         try:
             fd = os.open(tmp, flags, PRIVATE_MODE if mode is not None else 0o666)
         except FileExistsError:

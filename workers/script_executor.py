@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from shared.atomic import TEMP_PATTERN
 from shared.manifest import Manifest
 from shared.valuetypes import path_type, type_error
 from workers.file_inputs import FileProblem, FileStore, materialize, store_outputs, uses_files
@@ -37,7 +38,10 @@ POLL_S = 0.05  # how often the pump checks whether the direct child has exited
 EX_TEMPFAIL = 75
 ERROR_LINES = 3  # last non-empty stderr lines quoted in a failure's error
 PROTOCOL_VARS = ("SKILL_INPUTS", "SKILL_OUTPUT", "SKILLQ_WORKDIR")
-_NO_BYTECODE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+# Not bytecode (it would run instead of the sources), nor a file another process is
+# rewriting beside the skill's (a run's end rewrites benchmarks.json): renamed away
+# mid-copy, it failed the copy.
+_NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", TEMP_PATTERN)
 
 
 class ScriptStatus(StrEnum):
@@ -115,7 +119,7 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
             protocol["SKILLQ_WORKDIR"] = str(workdir.absolute())
         env = _environment(manifest, secrets, extra_env, scratch) | protocol
         # Symlinks are copied as their targets: nothing in the copy leads back to the vault.
-        shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NO_BYTECODE)
+        shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NOT_COPIED)
         _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
         if with_files:
             assert files is not None

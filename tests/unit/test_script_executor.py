@@ -7,6 +7,7 @@ nothing, so "alive" here means a member of the group in any state but Z.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from shared import atomic
 from shared.manifest import Manifest
 from workers import script_executor
 from workers.script_executor import ScriptResult, ScriptStatus, run_script
@@ -392,3 +394,23 @@ def test_huge_stdout_keeps_only_the_tail(tmp_path: Path) -> None:
     assert (result.status, result.outputs) == ("success", {"ok": True})
     assert len(result.stdout_tail) == script_executor.TAIL_BYTES
     assert result.stdout_tail.endswith('x\n{"ok": true}\n')
+
+
+def test_a_rewrite_in_flight_beside_the_skill_is_not_copied(tmp_path: Path) -> None:
+    """Regression (CI, 2026-12-02): a run's end rewrites the skill's benchmarks.json
+    through a temporary file beside it (shared/atomic.py); a step of the same skill
+    starting then listed that file, and copying it after its rename failed the step
+    ("internal error: ... No such file or directory: .benchmarks.json.6d44a5b3.tmp")."""
+    folder, manifest = make_skill(tmp_path, """
+        emit({"seen": sorted(os.listdir("."))})
+    """, {"seen": "string[]"})
+    in_flight = folder / ".benchmarks.json.6d44a5b3.tmp"
+    in_flight.write_text("{}")
+    (folder / "kept.tmp").write_text("a skill's own file")
+    result = run(folder, manifest)
+    assert result.status == "success", result.error
+    assert in_flight.name not in result.outputs["seen"]
+    assert "kept.tmp" in result.outputs["seen"]
+    fd, tmp = atomic._create_beside(folder / "benchmarks.json", None)  # what the writer names
+    os.close(fd)
+    assert fnmatch.fnmatch(tmp.name, atomic.TEMP_PATTERN)
