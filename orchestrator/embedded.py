@@ -28,7 +28,6 @@ import stat
 import subprocess
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -82,13 +81,8 @@ def resolve_endpoints(settings: Settings, *, start: bool = True) -> Endpoints:
                 # made only once a server runs or starts: `start=False` on an empty home
                 # leaves no file behind
                 creds = functools.cache(partial(_credentials, home))
-                if start and not (broker or database):
-                    creds()  # made once, here, not by both threads below at once
-                # Both at once: each start is mostly waiting for its server to answer.
-                with ThreadPoolExecutor(1, thread_name_prefix="skillq-postgres") as pool:
-                    pg = None if database else pool.submit(_postgres, home, state, start, creds)
-                    broker = broker or _redis(home, state, start, creds)
-                    database = database or (pg.result() if pg else None)
+                broker = broker or _redis(home, state, start, creds)
+                database = database or _postgres(home, state, start, creds)
                 if start:
                     write_json(home / STATE, state)
         missing = [(what, var) for what, var, url in (
