@@ -32,11 +32,11 @@ from lifecycle.routing import (
 from lifecycle.step_counts import state_counts
 from lifecycle.submit import create_run
 from lifecycle.tasks import RUN_DONE_CHANNEL, Cancelled, advance_in, cancel, send_outcome
+from orchestrator import run_listeners
 from orchestrator.connect import Connection
 from orchestrator.history import descendant_run_ids
 from orchestrator.library.guard import refuse_disabled_run
 from orchestrator.submit import checked
-from shared.db import libpq
 from shared.db.models import PipelineRun
 from shared.db.outage import Outage, first_line
 from shared.db.session import transaction
@@ -283,6 +283,7 @@ def wait_run(conn: Connection, run_id: str, *,
                     f"(SKILLQ_DATABASE_OUTAGE_S): stopped waiting for run {run_id}, which "
                     f"may still finish; `skillq run-show {run_id}` once it is back") from None
             if run is not None:
+                listener.release()
                 return run
     finally:
         listener.close()
@@ -305,7 +306,7 @@ class _Listener:
 
     def open(self) -> None:
         if self._pg is None:
-            self._pg = libpq.listening(self._database_url, RUN_DONE_CHANNEL)
+            self._pg = run_listeners.take(self._database_url, RUN_DONE_CHANNEL)
 
     def wait(self, run_id: str, timeout_s: float) -> None:
         assert self._pg is not None
@@ -319,3 +320,9 @@ class _Listener:
         pg, self._pg = self._pg, None
         if pg is not None:
             pg.close()
+
+    def release(self) -> None:
+        """The wait is over: keep the connection for the next one (run_listeners)."""
+        pg, self._pg = self._pg, None
+        if pg is not None:
+            run_listeners.give_back(self._database_url, pg)

@@ -1,0 +1,70 @@
+"""The LISTEN connections a waiting client keeps between runs (orchestrator/run_listeners.py),
+against the session stack's real PostgreSQL: one wait after another reuses a connection,
+a kept one hears nothing, and one the server dropped while kept is replaced unseen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from conftest import Stack
+
+from lifecycle.tasks import RUN_DONE_CHANNEL
+from orchestrator import run_listeners
+from shared.db import libpq
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def url(stack: Stack) -> Iterator[str]:
+    run_listeners.close_all()
+    yield stack.endpoints.database_url
+    run_listeners.close_all()
+
+
+def notified(url: str, payload: str) -> None:
+    with libpq.connect(url) as other:
+        other.execute("SELECT pg_notify(%s, %s)", (RUN_DONE_CHANNEL, payload))
+
+
+def test_the_next_wait_takes_the_kept_connection_and_hears_run_ends(url: str) -> None:
+    first = run_listeners.take(url, RUN_DONE_CHANNEL)
+    pid = first.info.backend_pid
+    run_listeners.give_back(url, first)
+
+    again = run_listeners.take(url, RUN_DONE_CHANNEL)
+    assert again.info.backend_pid == pid
+    notified(url, "run-1")
+    assert [n.payload for n in again.notifies(timeout=5, stop_after=1)] == ["run-1"]
+    run_listeners.give_back(url, again)
+
+
+def test_a_kept_connection_listens_to_nothing(url: str) -> None:
+    pg = run_listeners.take(url, RUN_DONE_CHANNEL)
+    run_listeners.give_back(url, pg)
+    # nobody reads a kept connection: were it still listening, the server would queue
+    # every run end for it
+    assert pg.execute("SELECT pg_listening_channels()").fetchall() == []
+
+
+def test_a_kept_connection_the_server_dropped_is_replaced(url: str) -> None:
+    pg = run_listeners.take(url, RUN_DONE_CHANNEL)
+    dropped = pg.info.backend_pid
+    run_listeners.give_back(url, pg)
+    with libpq.connect(url) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (dropped,))
+
+    fresh = run_listeners.take(url, RUN_DONE_CHANNEL)
+    assert fresh.info.backend_pid != dropped
+    notified(url, "run-2")
+    assert [n.payload for n in fresh.notifies(timeout=5, stop_after=1)] == ["run-2"]
+    run_listeners.give_back(url, fresh)
+
+
+def test_no_more_than_max_idle_are_kept(url: str) -> None:
+    taken = [run_listeners.take(url, RUN_DONE_CHANNEL)
+             for _ in range(run_listeners.MAX_IDLE + 1)]
+    for pg in taken:
+        run_listeners.give_back(url, pg)
+    assert sum(pg.closed for pg in taken) == 1
