@@ -129,6 +129,10 @@ class _Advance:
         self.now = _now()
         self.next_due: datetime | None = None  # the earliest retry waiting for its time
         self.daemons: list[OnlineDaemon] | None = None  # read once, when a step is routed
+        # Steps whose only item this transaction recorded succeeded: their packed outputs
+        self.lone: dict[str, Any] = {
+            step: outputs for (run_id, step), outputs in
+            session.info.get(transitions.SUCCEEDED_LONE, {}).items() if run_id == run.id}
 
     # -- attempts -----------------------------------------------------------------
     def _next_attempt(self, row: StepRun, due: datetime | None) -> None:
@@ -171,7 +175,8 @@ class _Advance:
 
         Reads first (the rows, their items' losses), then changes: no query in the loop,
         so a thousand items of a dead worker's batches cost one flush, not a thousand."""
-        steps = self._running()
+        # A step whose only item just succeeded here has nothing to revive.
+        steps = [s for s in self._running() if s not in self.lone]
         if not steps:
             return
         now = self.now
@@ -210,6 +215,10 @@ class _Advance:
         and no item has two."""
         if step.id in self.values:
             return self.values[step.id]
+        if step.id in self.lone and not step.fans_out:
+            packed = self.lone[step.id]
+            self.values[step.id] = None if packed is None else unpack(self.session, packed)
+            return self.values[step.id]
         results = []
         for state, outputs in self.session.execute(
                 _VALUES, {"run_id": self.run.id, "step_id": step.id}):
@@ -235,7 +244,7 @@ class _Advance:
         transitions.fail_run(self.session, run, error=f"{where} failed: {error}", step=step_id,
                              item=item if item is not None and item >= 0 else None)
         self.out.finished = True
-        _count_run(self.session, run)
+        _count_run(self.session, run, self.plan)
 
     def _launch(self, step: PlanStep) -> bool:
         """Launch the step's items; True when none was left to run (a retry reused them
@@ -329,6 +338,10 @@ class _Advance:
         failed), so "every item final" is "no attempt open": one index probe."""
         if step.id in self.open_steps:
             return True
+        if step.id in self.lone and not step.fans_out:  # its one item succeeded here
+            self.progress[step.id]["state"] = "done"
+            self.out.settled_skills.add(step.skill)
+            return True
         if step_counts.any_open(self.session, self.run.id, step.id):
             self.open_steps.add(step.id)
             return True
@@ -391,7 +404,7 @@ class _Advance:
         # Not flushed first: the counts read only attempts' costs, which this advance
         # leaves as they were, and the run's row goes in one UPDATE with its progress.
         with self.session.no_autoflush:
-            _count_run(self.session, run)
+            _count_run(self.session, run, self.plan)
 
 
 def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
@@ -416,10 +429,12 @@ def lock_run(session: Session, run_id: str, *, skip_locked: bool = False
     ``skip_locked``: None at once, rather than a wait, while another transaction holds
     it."""
     # A run this session recorded (as `skillq run` plans the first step in the
-    # transaction that records the run) is read whole: its first launch reads the inputs,
-    # and deferred they would be a query of their own.
-    new = run_id in session.info.get(transitions.NEW_RUNS, ())
-    return session.get(PipelineRun, run_id, options=() if new else LAZY,
+    # transaction that records the run) is no other transaction's to see yet: the object
+    # itself, whole (its first launch reads the inputs).
+    new: PipelineRun | None = session.info.get(transitions.NEW_RUNS, {}).get(run_id)
+    if new is not None and new in session:
+        return new
+    return session.get(PipelineRun, run_id, options=LAZY,
                        with_for_update={"skip_locked": True} if skip_locked else True)
 
 
@@ -480,11 +495,13 @@ def finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
     out.advance_runs.append(parent.run_id)
 
 
-def _count_run(session: Session, run: PipelineRun) -> None:
+def _count_run(session: Session, run: PipelineRun, plan: Plan) -> None:
     totals = skill_stats.Totals()
     at = run.finished_at or _now()
     took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
-    cost = run_usage(session, [run.id]).get(run.id)
+    # Only an orchestrator's or an agent's step starts runs under it: no others to look for.
+    nests = any(s.kind != "script" for s in plan.steps)
+    cost = run_usage(session, [run.id], nested=nests).get(run.id)
     totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took,
                cost_usd=cost.cost_usd if cost else 0.0, at=at,
                production=run.source == RunSource.PRODUCTION)

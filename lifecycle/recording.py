@@ -47,6 +47,6 @@ def refresh_benchmarks(ctx: WorkerContext, session: Session, run: PipelineRun,
         names.add(run.skill)  # a leaf's own run is its step's record
     root = Path(run.vault)
     for name in sorted(names):
-        # A savepoint: a failed read here must not undo the planner's work.
-        with session.begin_nested():
-            refresh_skill_benchmarks(ctx, root if root.is_dir() else ctx.vault, name, session)
+        # No savepoint: what fails here in the database fails the transaction anyway
+        # (only a file's OSError is caught, and that leaves the transaction as it was).
+        refresh_skill_benchmarks(ctx, root if root.is_dir() else ctx.vault, name, session)

@@ -41,7 +41,8 @@ _USAGE = select(_ITEMS.c.run_id, func.sum(_ITEMS.c.cost), func.sum(_ITEMS.c.toke
                 func.sum(_ITEMS.c.tokens_out)).group_by(_ITEMS.c.run_id)
 
 
-def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
+def run_usage(session: Session, run_ids: Iterable[str], *, nested: bool = True
+              ) -> dict[str, Usage]:
     """Each run's usage over its tree: its steps, and every run started under them, all
     the way down; a run with no step attempts is absent.
 
@@ -50,14 +51,16 @@ def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
     added up. A query per level of nesting finds the runs under, then one sums: a
     constant number per page, not one per run, over ix_step_runs_run_step and
     ix_pipeline_runs_parent_step_run_id. (A recursive CTE had PostgreSQL scan step_runs.)
+    ``nested=False``: the caller knows no step of these runs can start one (their plans
+    have script steps only), so none is looked for.
     """
     ids = list(dict.fromkeys(run_ids))
     root_of = {run_id: run_id for run_id in ids}  # a run -> the listed run it counts toward
-    frontier = ids
+    frontier = ids if nested else []
     while frontier:
-        nested = session.execute(_NESTED, {"runs": frontier}).all()
+        found_under = session.execute(_NESTED, {"runs": frontier}).all()
         frontier = []
-        for parent, child in nested:
+        for parent, child in found_under:
             if child not in root_of:
                 root_of[child] = root_of[parent]
                 frontier.append(child)

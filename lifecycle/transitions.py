@@ -43,7 +43,13 @@ LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "
                   "state", "source", "queue", "inputs", "input_hash", "not_before", "route")
 _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
 ENDED_RUN = tuple(s for s in RunState if s.terminal)
-NEW_RUNS = "skillq.new_runs"  # session.info: ids of the runs this session recorded
+NEW_RUNS = "skillq.new_runs"  # session.info: the runs this session recorded, by id
+# session.info: (run, step) -> packed outputs of the steps (not fan-outs: one item) whose
+# attempt this session recorded succeeded. That attempt was its item's live one (the
+# finish matched it running), so the step's only item is final: planner._Advance skips
+# the reads that would say so.
+SUCCEEDED_LONE = "skillq.succeeded_lone"
+LONE_ITEM = -1  # a step that does not fan out has one item, numbered -1
 
 
 def _now() -> datetime:
@@ -68,7 +74,10 @@ def new_run(session: Session, *, run_id: str, skill: str, version: int, source: 
                       triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
                       agent_call=agent_call, retry_of=retry_of)
     session.add(run)
-    session.info.setdefault(NEW_RUNS, set()).add(run_id)  # read whole by planner.lock_run
+    # planner.lock_run takes it from here: a row this transaction inserted is seen by no
+    # other, so it needs neither a lock nor a read (and, not yet flushed, it is inserted
+    # as the first planning pass left it, not inserted and then updated).
+    session.info.setdefault(NEW_RUNS, {})[run_id] = run
     return run
 
 
@@ -128,6 +137,7 @@ def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
 def launch_attempts(session: Session, rows: Iterable[dict[str, Any]]) -> int:
     """Insert pending attempts (dicts of LAUNCH_COLUMNS); how many. A wide fan-out goes
     by COPY, and ``rows`` may be a generator: its rows are made as COPY takes them."""
+    session.flush()  # their runs' rows first (the foreign key), COPY or not
     it = iter(rows)
     head = list(islice(it, COPY_FROM))
     launched: Counter[tuple[str, str]] = Counter()
@@ -267,7 +277,7 @@ _FINISH = text(
     "unlocked_at = :unlocked_at, cost_usd = :cost_usd, tokens_in = :tokens_in, "
     "tokens_out = :tokens_out "
     "WHERE id = :id AND state = :running AND worker_pid = :pid "
-    "RETURNING duration_ms, cost_usd, source, run_id, step_id")
+    "RETURNING duration_ms, cost_usd, source, run_id, step_id, item_index")
 
 # A screen step's machine lock (workers/screen/lock.py) and an agent step's model usage
 # (workers/agent/); other steps have neither.
@@ -292,6 +302,10 @@ def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Fin
     if row is None:
         return None
     moved(session, row.run_id, row.step_id, StepState.RUNNING, values["state"])
+    if values["state"] == StepState.SUCCEEDED and row.item_index == LONE_ITEM:
+        # The planner, in this transaction, need not ask what it would read back.
+        session.info.setdefault(SUCCEEDED_LONE, {})[(row.run_id, row.step_id)] = \
+            values.get("outputs")
     return Finished(row.duration_ms, row.cost_usd, row.source)
 
 

@@ -8,19 +8,22 @@ needs), then records the run and sets it moving. ``wait_run`` follows it to the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import tenacity
+from psycopg.rows import dict_row
 
 from lifecycle.context import WorkerContext
+from lifecycle.planner import Outcome
 from lifecycle.retry import create_retry
 from lifecycle.routing import (
     NoRoute,
@@ -145,8 +148,9 @@ def refuse_draft(conn: Connection, skill: Skill) -> None:
 
 def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
               source: str, triggered_by: str | None = None,
-              workdir: str | None = None) -> str:
+              workdir: str | None = None, waiting: bool = False) -> str:
     """Record a run of ``skill`` with ``given`` inputs and set it moving; its id.
+    ``waiting``: as ``launch``.
 
     Raises ValidationFailed / InputError / SkillDisabled (nothing recorded) or NoWorker.
     """
@@ -159,22 +163,41 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     if missing:
         raise NoWorker(missing)
     return launch(conn, vault, skill, given, plan=plan, source=source,
-                  triggered_by=triggered_by, workdir=workdir)
+                  triggered_by=triggered_by, workdir=workdir, waiting=waiting)
 
 
 def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
            plan: Plan, source: str, triggered_by: str | None = None,
-           workdir: str | None = None) -> str:
+           workdir: str | None = None, waiting: bool = False) -> str:
     """Record the run and take its first planning step here, in the same transaction,
-    so its first steps go straight to their queues (no control-queue round trip)."""
+    so its first steps go straight to their queues (no control-queue round trip).
+
+    ``waiting``: this process follows the run with ``wait_run`` next, which sends the
+    run's watchdog message only once the run outlasts its first wait (POLL_S): a run
+    that ends sooner never needed one, and the step's message travels alone. Should the
+    process die within that wait, every worker's sweep (workers/sweeper.py) still finds
+    the run by its ``watch_at``, as it finds a watch message lost with a worker."""
     ctx = client_context(conn)
     with transaction(conn.endpoints.database_url) as session:
         run_id = create_run(session, vault, skill, given, source=source,
                             triggered_by=triggered_by, workdir=workdir, plan=plan)
-        session.flush()
         out = advance_in(session, ctx, run_id)
+    if waiting and out.watch_in_s is not None:
+        watch = Outcome(watch_in_s=out.watch_in_s)
+        out = replace(out, watch_in_s=None)
+        _watch_later[run_id] = lambda: send_outcome(conn.app, ctx, run_id, watch)
     send_outcome(conn.app, ctx, run_id, out)
     return run_id
+
+
+# run id -> the send of its watchdog message, held while ``wait_run`` sees if it is due
+_watch_later: dict[str, Callable[[], None]] = {}
+
+
+def _send_watch(run_id: str) -> None:
+    send = _watch_later.pop(run_id, None)
+    if send is not None:
+        send()
 
 
 def cancel_run(conn: Connection, run_id: str, reason: str) -> Cancelled:
@@ -255,18 +278,33 @@ def wait_run(conn: Connection, run_id: str, *,
                                  f"{run_id} again"),
         max_wait_s=OUTAGE_RETRY_MAX_S, give_up_s=bound_s)
     listener = _Listener(conn.endpoints.database_url)
+    looked = False
 
     def look() -> PipelineRun | None:
-        """The run once it has ended; else None, after waiting up to POLL_S for it to."""
+        """The run once it has ended; else None, after waiting up to POLL_S for it to.
+
+        Each look asks the listening connection for the run's state alone (one indexed
+        row), and reads the record only once it has ended. Progress counts wait for the
+        second look: a run that ends within POLL_S (most one-step runs) is never
+        counted while its worker is busy with it, on a machine it shares."""
+        nonlocal looked
         try:
             listener.open()
-            run, progress = run_progress(conn, run_id, counts=on_progress is not None)
-            if RunState(run.state).terminal:
-                return run
-            if on_progress is not None:
+            state = listener.state(run_id)
+            if state is None:
+                raise RunNotFound(run_id)
+            if RunState(state).terminal:
+                return listener.record(run_id)
+            if looked:
+                _send_watch(run_id)  # it outlasted the first wait (launch's ``waiting``)
+            if on_progress is not None and looked:
+                run, progress = run_progress(conn, run_id)
+                if RunState(run.state).terminal:
+                    return run
                 on_progress(progress)
+            looked = True
             if deadline is not None and time.monotonic() > deadline:
-                raise SkillqError(f"run {run_id} still {run.state} after {timeout_s:g} s")
+                raise SkillqError(f"run {run_id} still {state} after {timeout_s:g} s")
             listener.wait(run_id, POLL_S)
             return None
         except Exception:
@@ -283,10 +321,14 @@ def wait_run(conn: Connection, run_id: str, *,
                     f"(SKILLQ_DATABASE_OUTAGE_S): stopped waiting for run {run_id}, which "
                     f"may still finish; `skillq run-show {run_id}` once it is back") from None
             if run is not None:
+                _watch_later.pop(run_id, None)  # it ended: nothing left to watch
                 listener.release()
                 return run
     finally:
         listener.close()
+        if run_id in _watch_later:  # not followed to its end here: the run needs it
+            with contextlib.suppress(Exception):  # the sweep covers a watch never sent
+                _send_watch(run_id)
 
 
 OUTAGE_RETRY_MAX_S = 2.0  # a waiting client sees the run's end this soon after an outage
@@ -307,6 +349,27 @@ class _Listener:
     def open(self) -> None:
         if self._pg is None:
             self._pg = run_listeners.take(self._database_url, RUN_DONE_CHANNEL)
+
+    def state(self, run_id: str) -> str | None:
+        """The run's state as committed now (None: no such run), read on this
+        connection: a LISTEN connection answers queries between notifications."""
+        assert self._pg is not None
+        row = self._pg.execute("SELECT state FROM pipeline_runs WHERE id = %s",
+                               (run_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def record(self, run_id: str) -> PipelineRun:
+        """The run's whole record, read on this connection as ``state`` is (a session's
+        read would add a pool checkout, a transaction and the ORM's load to the end of
+        every wait): a PipelineRun outside any session, as run_progress gives one."""
+        assert self._pg is not None
+        columns = [c.name for c in PipelineRun.__table__.columns]
+        with self._pg.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(f"SELECT {', '.join(columns)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
+                              "WHERE id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        return PipelineRun(**row)
 
     def wait(self, run_id: str, timeout_s: float) -> None:
         assert self._pg is not None

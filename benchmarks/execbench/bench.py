@@ -93,7 +93,7 @@ class Bench:
         chosen = vault.get(skill)
         plan = build_plan(chosen, vault.skills, inputs)
         return launch.launch(self.conn, vault, chosen, inputs, plan=plan, source="production",
-                             triggered_by="benchmark")
+                             triggered_by="benchmark", waiting=True)
 
     def skillq_once(self, skill: str) -> tuple[float, str]:
         t0 = time.perf_counter()

@@ -74,7 +74,7 @@ def run(
 
     conn = connect(vault_workers=False)
     run_id = start_run(conn, loaded, skill, given, source="production", triggered_by="cli",
-                       workdir=str(Path.cwd()))
+                       workdir=str(Path.cwd()), waiting=not detach)
     announce(run_id)
     if detach:
         common.out.print(run_id, markup=False)

@@ -70,7 +70,7 @@ class Server:
         skill = library.get(name)
         conn = self.connection()
         run_id = start_run(conn, library.vault, skill, inputs or {}, source="production",
-                           triggered_by="mcp", workdir=str(Path.cwd()))
+                           triggered_by="mcp", workdir=str(Path.cwd()), waiting=True)
         try:
             final = wait_run(conn, run_id, timeout_s=timeout_s, on_outage=lambda _: None)
         except SkillqError as exc:  # still going after timeout_s: say where to look

@@ -57,18 +57,23 @@ _ADD = text(
     "cost_usd_sum = s.cost_usd_sum + excluded.cost_usd_sum, "
     "last_run = greatest(s.last_run, excluded.last_run), "
     "prod_runs = s.prod_runs + excluded.prod_runs, "
-    "prod_successes = s.prod_successes + excluded.prod_successes")
+    "prod_successes = s.prod_successes + excluded.prod_successes RETURNING *")
+_READ = text("SELECT * FROM skill_stats WHERE skill = :skill AND kind = :kind")
+# session.info: (skill, kind) -> the row as this transaction's last add left it. The add
+# locked that row until the commit, so a read later in the transaction would see just it.
+_ADDED = "skillq.skill_stats_added"
 
 
 def add(session: Session, skill: str, kind: str, totals: Totals) -> None:
     if totals.runs:
-        session.execute(_ADD, {"skill": skill, "kind": kind, **totals.__dict__})
+        row = session.execute(_ADD, {"skill": skill, "kind": kind, **totals.__dict__}).one()
+        session.info.setdefault(_ADDED, {})[(skill, kind)] = row
 
 
 def read(session: Session, skill: str, kind: str) -> dict[str, Any]:
     """benchmarks.json's aggregates for ``skill``."""
-    row = session.execute(text("SELECT * FROM skill_stats WHERE skill = :skill AND "
-                               "kind = :kind"), {"skill": skill, "kind": kind}).first()
+    row = session.info.get(_ADDED, {}).get((skill, kind)) or session.execute(
+        _READ, {"skill": skill, "kind": kind}).first()
     if row is None or not row.runs:
         return {"total_runs": 0, "success_rate": None, "avg_duration_ms": None,
                 "avg_cost_usd": None, "last_run": None}
@@ -86,6 +91,9 @@ def rebuild(session: Session, skills: Iterable[str]) -> None:
     names = sorted(set(skills))
     if not names:
         return
+    added = session.info.get(_ADDED, {})
+    for key in [k for k in added if k[0] in names]:
+        del added[key]
     session.execute(text("DELETE FROM skill_stats WHERE skill = ANY(:names)"),
                     {"names": names})
     session.execute(text(
