@@ -278,7 +278,7 @@ def wait_run(conn: Connection, run_id: str, *,
                                  f"{run_id} again"),
         max_wait_s=OUTAGE_RETRY_MAX_S, give_up_s=bound_s)
     listener = _Listener(conn.endpoints.database_url)
-    looked = False
+    looked = woken = False
 
     def look() -> PipelineRun | None:
         """The run once it has ended; else None, after waiting up to POLL_S for it to.
@@ -287,14 +287,21 @@ def wait_run(conn: Connection, run_id: str, *,
         row), and reads the record only once it has ended. Progress counts wait for the
         second look: a run that ends within POLL_S (most one-step runs) is never
         counted while its worker is busy with it, on a machine it shares."""
-        nonlocal looked
+        nonlocal looked, woken
         try:
             listener.open()
+            if woken:  # its end was announced: the record, read at once
+                woken = False
+                ended = listener.ended(run_id)
+                if ended is not None:
+                    return ended
             state = listener.state(run_id)
             if state is None:
                 raise RunNotFound(run_id)
             if RunState(state).terminal:
-                return listener.record(run_id)
+                ended = listener.ended(run_id)
+                if ended is not None:
+                    return ended
             if looked:
                 _send_watch(run_id)  # it outlasted the first wait (launch's ``waiting``)
             if on_progress is not None and looked:
@@ -305,7 +312,7 @@ def wait_run(conn: Connection, run_id: str, *,
             looked = True
             if deadline is not None and time.monotonic() > deadline:
                 raise SkillqError(f"run {run_id} still {state} after {timeout_s:g} s")
-            listener.wait(run_id, POLL_S)
+            woken = listener.wait(run_id, POLL_S)
             return None
         except Exception:
             listener.close()  # maybe broken: the next look opens a fresh one
@@ -345,10 +352,12 @@ class _Listener:
     def __init__(self, database_url: str) -> None:
         self._database_url = database_url
         self._pg: psycopg.Connection[Any] | None = None
+        self._listening = False
 
     def open(self) -> None:
         if self._pg is None:
             self._pg = run_listeners.take(self._database_url, RUN_DONE_CHANNEL)
+            self._listening = True
 
     def state(self, run_id: str) -> str | None:
         """The run's state as committed now (None: no such run), read on this
@@ -358,24 +367,34 @@ class _Listener:
                                (run_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def record(self, run_id: str) -> PipelineRun:
-        """The run's whole record, read on this connection as ``state`` is (a session's
-        read would add a pool checkout, a transaction and the ORM's load to the end of
-        every wait): a PipelineRun outside any session, as run_progress gives one."""
+    def ended(self, run_id: str) -> PipelineRun | None:
+        """The run's whole record if it has ended, else None.
+
+        Read on this connection as ``state`` is (a session's read would add a pool
+        checkout, a transaction and the ORM's load to the end of every wait): a
+        PipelineRun outside any session, as run_progress gives one. The UNLISTEN that
+        keeping the connection needs (run_listeners.give_back) goes in the same round
+        trip; LISTEN again should the run still be going."""
         assert self._pg is not None
         columns = [c.name for c in PipelineRun.__table__.columns]
-        with self._pg.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(f"SELECT {', '.join(columns)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
-                              "WHERE id = %s", (run_id,)).fetchone()
+        with self._pg.pipeline(), self._pg.cursor(row_factory=dict_row) as cur:
+            cur.execute(f"SELECT {', '.join(columns)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
+                        "WHERE id = %s", (run_id,))
+            self._pg.execute("UNLISTEN *")
+            self._listening = False
+            row = cur.fetchone()
         if row is None:
             raise RunNotFound(run_id)
+        if not RunState(row["state"]).terminal:
+            self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
+            self._listening = True
+            return None
         return PipelineRun(**row)
 
-    def wait(self, run_id: str, timeout_s: float) -> None:
+    def wait(self, run_id: str, timeout_s: float) -> bool:
+        """Until the run's end is announced (True) or ``timeout_s`` passed (False)."""
         assert self._pg is not None
-        for note in self._pg.notifies(timeout=timeout_s):
-            if note.payload == run_id:
-                break
+        return any(note.payload == run_id for note in self._pg.notifies(timeout=timeout_s))
 
     def close(self) -> None:
         # close(), not the context manager: leaving that after an error tries a rollback
@@ -388,4 +407,4 @@ class _Listener:
         """The wait is over: keep the connection for the next one (run_listeners)."""
         pg, self._pg = self._pg, None
         if pg is not None:
-            run_listeners.give_back(self._database_url, pg)
+            run_listeners.give_back(self._database_url, pg, listening=self._listening)

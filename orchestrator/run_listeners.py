@@ -36,12 +36,15 @@ def take(database_url: str, channel: str) -> psycopg.Connection[Any]:
     return libpq.listening(database_url, channel)
 
 
-def give_back(database_url: str, pg: psycopg.Connection[Any]) -> None:
-    """Keep ``pg`` for the next wait, or close it if it is broken or enough are kept."""
+def give_back(database_url: str, pg: psycopg.Connection[Any], *,
+              listening: bool = True) -> None:
+    """Keep ``pg`` for the next wait, or close it if it is broken or enough are kept.
+    ``listening=False``: the caller has UNLISTENed it already."""
     if pg.closed:
         return
     try:
-        pg.execute("UNLISTEN *")
+        if listening:
+            pg.execute("UNLISTEN *")
     except psycopg.Error:
         pg.close()
         return
