@@ -35,9 +35,9 @@ def latency_phases(db: str, run_ids: Sequence[str], seen: dict[str, tuple[float,
                                                        step.started_at, step.finished_at):
                 continue
             submitted, observed = seen[run_id]
-            points = [("client: build the plan, insert the run, start planning it",
+            points = [("client: build the plan, record the run, start planning it",
                        submitted, run.started_at.timestamp()),
-                      ("client: plan + commit + send; broker; worker claims",
+                      ("client: route, insert, commit + send; broker; worker claims",
                        run.started_at.timestamp(), step.started_at.timestamp()),
                       ("worker: skill, cache lookup or script, record the step",
                        step.started_at.timestamp(), step.finished_at.timestamp()),
