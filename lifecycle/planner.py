@@ -17,6 +17,7 @@ refer to them. A 100,000-item fan-out's advance costs what a 10-item one's does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -129,7 +130,7 @@ class _Advance:
         self.now = _now()
         self.next_due: datetime | None = None  # the earliest retry waiting for its time
         self.daemons: list[OnlineDaemon] | None = None  # read once, when a step is routed
-        # Steps whose only item this transaction recorded succeeded: their packed outputs
+        # Steps whose only item this transaction recorded succeeded: their stored outputs
         self.lone: dict[str, Any] = {
             step: outputs for (run_id, step), outputs in
             session.info.get(transitions.SUCCEEDED_LONE, {}).items() if run_id == run.id}
@@ -216,8 +217,9 @@ class _Advance:
         if step.id in self.values:
             return self.values[step.id]
         if step.id in self.lone and not step.fans_out:
-            packed = self.lone[step.id]
-            self.values[step.id] = None if packed is None else unpack(self.session, packed)
+            stored = self.lone[step.id]
+            self.values[step.id] = None if stored is None else unpack(self.session,
+                                                                      json.loads(stored))
             return self.values[step.id]
         results = []
         for state, outputs in self.session.execute(

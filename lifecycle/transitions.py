@@ -44,10 +44,10 @@ LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "
 _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
 ENDED_RUN = tuple(s for s in RunState if s.terminal)
 NEW_RUNS = "skillq.new_runs"  # session.info: the runs this session recorded, by id
-# session.info: (run, step) -> packed outputs of the steps (not fan-outs: one item) whose
-# attempt this session recorded succeeded. That attempt was its item's live one (the
-# finish matched it running), so the step's only item is final: planner._Advance skips
-# the reads that would say so.
+# session.info: (run, step) -> stored outputs (JSON text, or None) of the steps (not
+# fan-outs: one item) whose attempt this session recorded succeeded. That attempt was
+# its item's live one (the finish matched it running), so the step's only item is final:
+# planner._Advance skips the reads that would say so.
 SUCCEEDED_LONE = "skillq.succeeded_lone"
 LONE_ITEM = -1  # a step that does not fan out has one item, numbered -1
 
@@ -303,9 +303,10 @@ def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Fin
         return None
     moved(session, row.run_id, row.step_id, StepState.RUNNING, values["state"])
     if values["state"] == StepState.SUCCEEDED and row.item_index == LONE_ITEM:
-        # The planner, in this transaction, need not ask what it would read back.
+        # The planner, in this transaction, need not ask what it would read back: the
+        # JSON text as stored, so what it decodes is what a read would give.
         session.info.setdefault(SUCCEEDED_LONE, {})[(row.run_id, row.step_id)] = \
-            values.get("outputs")
+            params["outputs"]
     return Finished(row.duration_ms, row.cost_usd, row.source)
 
 
