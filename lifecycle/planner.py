@@ -28,9 +28,8 @@ from sqlalchemy.orm import Session, defer
 
 from lifecycle import step_counts, transitions
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
-from lifecycle.run_costs import run_usage
+from lifecycle.run_end import count_run, finish_parent
 from shared.cache import input_hash
-from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
 from shared.manifest import OnFailure
 from shared.notes import note_lost_step
@@ -38,7 +37,6 @@ from shared.plan import Plan, PlanStep
 from shared.refs import RefSyntaxError, parse_template
 from shared.resolve import ResolveError, Scope, resolve
 from shared.settings import Settings
-from shared.skillfiles import RunSource
 from shared.states import RunState, StepState
 from shared.store import pack, unpack
 
@@ -246,7 +244,7 @@ class _Advance:
         transitions.fail_run(self.session, run, error=f"{where} failed: {error}", step=step_id,
                              item=item if item is not None and item >= 0 else None)
         self.out.finished = True
-        _count_run(self.session, run, self.plan)
+        count_run(self.session, run, self.plan)
 
     def _launch(self, step: PlanStep) -> bool:
         """Launch the step's items; True when none was left to run (a retry reused them
@@ -406,7 +404,7 @@ class _Advance:
         # Not flushed first: the counts read only attempts' costs, which this advance
         # leaves as they were, and the run's row goes in one UPDATE with its progress.
         with self.session.no_autoflush:
-            _count_run(self.session, run, self.plan)
+            count_run(self.session, run, self.plan)
 
 
 def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
@@ -455,7 +453,9 @@ def advance(session: Session, run_id: str, settings: Settings, *,
     run.progress = work.progress
     if work.out.finished:
         run.watch_at = None  # nothing left to watch
-        finish_parent(session, run, work.out)
+        parent = finish_parent(session, run)
+        if parent is not None:
+            work.out.advance_runs.append(parent)
     else:
         now = _now()
         # One watchdog per run, so a dead worker is noticed with nobody watching; sooner
@@ -467,44 +467,3 @@ def advance(session: Session, run_id: str, settings: Settings, *,
             run.watch_at = wanted
             work.out.watch_in_s = (wanted - now).total_seconds()
     return work.out
-
-
-def finish_parent(session: Session, run: PipelineRun, out: Outcome) -> None:
-    """A nested orchestrator's run, just ended (or cancelled), settles the parent step
-    that started it; the parent's run is added to ``out.advance_runs``."""
-    if run.parent_step_run_id is None:
-        return
-    parent = session.get(StepRun, run.parent_step_run_id, with_for_update=True)
-    if parent is None or StepState(parent.state).terminal:
-        return
-    if run.agent_call is not None:
-        # An agent step's execute_skill call: the step runs again once every run it
-        # waits for has ended, and reads their outcomes then (workers/agent/calls.py).
-        if parent.state == StepState.WAITING and not session.scalar(
-                select(func.count()).select_from(PipelineRun).where(
-                    PipelineRun.parent_step_run_id == parent.id, PipelineRun.id != run.id,
-                    PipelineRun.state.not_in([s.value for s in RunState if s.terminal]))):
-            transitions.resume_waiting(session, parent.id)
-            out.advance_runs.append(parent.run_id)
-        return
-    now = _now()
-    transitions.settle_parent(parent, run, now)
-    totals = skill_stats.Totals()
-    totals.add(success=parent.state == StepState.SUCCEEDED, duration_ms=parent.duration_ms,
-               cost_usd=parent.cost_usd or 0.0, at=now,
-               production=parent.source == RunSource.PRODUCTION)
-    skill_stats.add(session, parent.skill, skill_stats.STEP, totals)
-    out.advance_runs.append(parent.run_id)
-
-
-def _count_run(session: Session, run: PipelineRun, plan: Plan) -> None:
-    totals = skill_stats.Totals()
-    at = run.finished_at or _now()
-    took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
-    # Only an orchestrator's or an agent's step starts runs under it: no others to look for.
-    nests = any(s.kind != "script" for s in plan.steps)
-    cost = run_usage(session, [run.id], nested=nests).get(run.id)
-    totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took,
-               cost_usd=cost.cost_usd if cost else 0.0, at=at,
-               production=run.source == RunSource.PRODUCTION)
-    skill_stats.add(session, run.skill, skill_stats.PIPELINE, totals)

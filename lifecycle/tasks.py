@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session
 
 from lifecycle import canvas, transitions
 from lifecycle.context import WorkerContext, current
-from lifecycle.planner import Dispatch, Outcome, finish_parent
+from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import refresh_benchmarks
+from lifecycle.run_end import finish_parent
 from shared.db.models import PipelineRun, StepRun
 from shared.db.outage import through_outage
 from shared.db.session import transaction
@@ -81,7 +82,9 @@ def cancel_in(session: Session, ctx: WorkerContext, run_id: str, reason: str
     stopped = transitions.cancel_run(session, run_id, reason)
     out = Outcome(finished=True)
     # A nested run cancelled by itself fails the step that started it.
-    finish_parent(session, run, out)
+    parent = finish_parent(session, run)
+    if parent is not None:
+        out.advance_runs.append(parent)
     # The windows of the skills it stopped (nested runs' steps too), and its own.
     skills = set(session.scalars(select(StepRun.skill).where(
         StepRun.id.in_(stopped))).all()) if stopped else set()
