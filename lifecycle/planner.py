@@ -128,7 +128,8 @@ class _Advance:
         self.now = _now()
         self.next_due: datetime | None = None  # the earliest retry waiting for its time
         self.daemons: list[OnlineDaemon] | None = None  # read once, when a step is routed
-        # Steps whose only item this transaction recorded succeeded: their stored outputs
+        # Steps (never fan-outs: LONE_ITEM) whose only item this transaction recorded
+        # succeeded: their stored outputs
         self.lone: dict[str, Any] = {
             step: outputs for (run_id, step), outputs in
             session.info.get(transitions.SUCCEEDED_LONE, {}).items() if run_id == run.id}
@@ -214,7 +215,7 @@ class _Advance:
         and no item has two."""
         if step.id in self.values:
             return self.values[step.id]
-        if step.id in self.lone and not step.fans_out:
+        if step.id in self.lone:
             stored = self.lone[step.id]
             self.values[step.id] = None if stored is None else unpack(self.session,
                                                                       json.loads(stored))
@@ -271,7 +272,8 @@ class _Advance:
         # 0-6 dispatched into a run that has failed.
         prepared: list[tuple[int, Any, str]] = []
         for index, item in enumerate(items):
-            if (index if step.fans_out else -1) in reused:
+            number = index if step.fans_out else transitions.LONE_ITEM
+            if number in reused:
                 continue
             item_scope = replace(scope, item=item, has_item=step.fans_out)
             inputs = {}
@@ -281,8 +283,8 @@ class _Advance:
                 except ResolveError as exc:
                     if _optional_input(expr, self.run.inputs):
                         continue  # not given: the called skill's default applies
-                    raise _ItemError(index if step.fans_out else -1, str(exc)) from None
-            prepared.append((index if step.fans_out else -1, inputs, ""))
+                    raise _ItemError(number, str(exc)) from None
+            prepared.append((number, inputs, ""))
         if not prepared:
             return True
         where = self._route(step)  # before any row: a step nobody can run fails here
@@ -338,7 +340,7 @@ class _Advance:
         failed), so "every item final" is "no attempt open": one index probe."""
         if step.id in self.open_steps:
             return True
-        if step.id in self.lone and not step.fans_out:  # its one item succeeded here
+        if step.id in self.lone:  # its one item succeeded here
             self.progress[step.id]["state"] = "done"
             self.out.settled_skills.add(step.skill)
             return True
