@@ -1,8 +1,8 @@
 """A skill's benchmarks.json: its human-readable window onto PostgreSQL's run history.
 
 The file's runs (the last 20) and aggregates are recomputed from the database under a
-file lock each time, so many items finishing at once never lose an update: the newest
-writer writes what the database holds, whoever came first.
+file lock each time, read and write alike, so many items finishing at once never lose an
+update: the last writer read the database after every earlier one's commit.
 """
 
 from __future__ import annotations
@@ -121,12 +121,15 @@ def _aggregates(totals: dict[str, Any]) -> dict[str, Any]:
 
 
 def refresh(session: Session, skill: Skill, locks: Path) -> Path:
-    """Rewrite ``skill``'s benchmarks.json runs and aggregates from the database."""
-    runs, aggregates = (_pipeline_runs if skill.manifest.is_orchestrator else _leaf_runs)(
-        session, skill.name)
+    """Rewrite ``skill``'s benchmarks.json runs and aggregates from the database.
+
+    The window is read under the file's lock: a writer that read the database before
+    another's commit cannot then write over that one's newer file."""
     path = skill.folder / BENCHMARKS
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(str(locks / f"{skill.name}.benchmarks.lock"), timeout=60):
+        runs, aggregates = (_pipeline_runs if skill.manifest.is_orchestrator
+                            else _leaf_runs)(session, skill.name)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:

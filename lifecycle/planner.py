@@ -27,6 +27,7 @@ from sqlalchemy import String, bindparam, func, select
 from sqlalchemy.orm import Session, defer
 
 from lifecycle import step_counts, transitions
+from lifecycle.recording import FilesDue
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
 from lifecycle.run_end import count_run, finish_parent
 from shared.cache import input_hash
@@ -67,6 +68,7 @@ class Outcome:
     finished: bool = False  # the run ended in this advance
     watch_in_s: float | None = None
     settled_skills: set[str] = field(default_factory=set)  # their benchmarks.json is due
+    files: FilesDue | None = None  # what lifecycle/tasks.py rewrites after the commit
 
 
 class _ItemError(Exception):
@@ -301,7 +303,8 @@ class _Advance:
              "state": StepState.PENDING.value, "source": self.run.source,
              "queue": where.queue_for(n // size), "inputs": packed, "input_hash": digest,
              "not_before": None, "route": where.reason}
-            for n, (index, packed, digest) in enumerate(prepared)))
+            for n, (index, packed, digest) in enumerate(prepared)),
+            at_commit=transitions.is_new(self.session, self.run.id))
         for start in range(0, len(ids), size):
             self.out.dispatch.append(Dispatch(tuple(ids[start:start + size]),
                                               where.queue_for(start // size), step.skill))
@@ -310,7 +313,9 @@ class _Advance:
 
     def _route(self, step: PlanStep) -> Route:
         if self.daemons is None:
-            self.daemons = online_daemons(self.session, self.settings.daemon_offline_after_s)
+            with self.session.no_autoflush:  # a new run's row waits for the commit
+                self.daemons = online_daemons(self.session,
+                                              self.settings.daemon_offline_after_s)
         try:
             return route(step.queue, step.requires, self.daemons, step.agent)
         except NoRoute as exc:

@@ -41,8 +41,7 @@ _USAGE = select(_ITEMS.c.run_id, func.sum(_ITEMS.c.cost), func.sum(_ITEMS.c.toke
                 func.sum(_ITEMS.c.tokens_out)).group_by(_ITEMS.c.run_id)
 
 
-def run_usage(session: Session, run_ids: Iterable[str], *, nested: bool = True
-              ) -> dict[str, Usage]:
+def run_usage(session: Session, run_ids: Iterable[str]) -> dict[str, Usage]:
     """Each run's usage over its tree: its steps, and every run started under them, all
     the way down; a run with no step attempts is absent.
 
@@ -51,12 +50,12 @@ def run_usage(session: Session, run_ids: Iterable[str], *, nested: bool = True
     added up. A query per level of nesting finds the runs under, then one sums: a
     constant number per page, not one per run, over ix_step_runs_run_step and
     ix_pipeline_runs_parent_step_run_id. (A recursive CTE had PostgreSQL scan step_runs.)
-    ``nested=False``: the caller knows no step of these runs can start one (their plans
-    have script steps only), so none is looked for.
+    A run of script steps only, which starts none, is summed by the database instead
+    as its totals are added (shared/db/skill_stats.py ``add_run``).
     """
     ids = list(dict.fromkeys(run_ids))
     root_of = {run_id: run_id for run_id in ids}  # a run -> the listed run it counts toward
-    frontier = ids if nested else []
+    frontier = ids
     while frontier:
         found_under = session.execute(_NESTED, {"runs": frontier}).all()
         frontier = []

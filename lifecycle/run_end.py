@@ -50,10 +50,14 @@ def count_run(session: Session, run: PipelineRun, plan: Plan) -> None:
     totals = skill_stats.Totals()
     at = run.finished_at or datetime.now(UTC)
     took = (at - run.started_at).total_seconds() * 1000 if run.started_at else None
-    # Only an orchestrator's or an agent's step starts runs under it: no others to look for.
+    # Only an orchestrator's or an agent's step starts runs under it: no others to look
+    # for, and the database sums the run's own items at the commit.
     nests = any(s.kind != "script" for s in plan.steps)
-    cost = run_usage(session, [run.id], nested=nests).get(run.id)
+    cost = run_usage(session, [run.id]).get(run.id) if nests else None
     totals.add(success=run.state == RunState.SUCCEEDED, duration_ms=took,
                cost_usd=cost.cost_usd if cost else 0.0, at=at,
                production=run.source == RunSource.PRODUCTION)
-    skill_stats.add(session, run.skill, skill_stats.PIPELINE, totals)
+    if nests:
+        skill_stats.add(session, run.skill, skill_stats.PIPELINE, totals)
+    else:
+        skill_stats.add_run(session, run.skill, totals, run.id)

@@ -36,22 +36,22 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
-    text,
     tuple_,
     union_all,
 )
 from sqlalchemy.orm import Session, SessionTransaction
 
+from shared.db import deferred
 from shared.db.models import StepCount, StepRun
 from shared.states import StepState
 
 _PENDING_KEY = "skillq.step_counts"  # session.info: (run, step, state) -> change
 _SAVED_KEY = "skillq.step_counts.saved"  # session.info: savepoint -> changes at its start
 OPEN = (StepState.PENDING, StepState.RUNNING, StepState.WAITING)
-_ADD_COUNTS = text(
+_ADD_COUNTS = (
     "INSERT INTO step_counts (run_id, step_id, state, items) "
-    "SELECT * FROM unnest(CAST(:runs AS text[]), CAST(:steps AS text[]), "
-    "CAST(:states AS text[]), CAST(:items AS bigint[])) "
+    "SELECT * FROM unnest(CAST(%(runs)s AS text[]), CAST(%(steps)s AS text[]), "
+    "CAST(%(states)s AS text[]), CAST(%(items)s AS bigint[])) "
     "ON CONFLICT (run_id, step_id, state) DO UPDATE SET items = step_counts.items + "
     "excluded.items")
 
@@ -198,23 +198,22 @@ def moved_rows(session: Session, rows: Sequence[Any], old: str | None, new: str)
         moved(session, run_id, step_id, old, new, n)
 
 
-@event.listens_for(Session, "before_commit")
+@deferred.at_commit
 def _write(session: Session) -> None:
+    """The transaction's changes, as one write after all its others: the counters' locks
+    come last, and the statement goes with the COMMIT (shared/db/deferred.py)."""
     changes: Counter[tuple[str, str, str]] | None = session.info.get(_PENDING_KEY)
     if not changes:
         return
-    session.flush()  # the transaction's own writes first: the counters' locks come last
-    values = [{"run_id": r, "step_id": s, "state": st, "items": n}
-              for (r, s, st), n in sorted(changes.items()) if n]
+    values = [(r, s, st, n) for (r, s, st), n in sorted(changes.items()) if n]
     changes.clear()
     if not values:
         return
-    # One fixed statement, its rows as arrays in key order, on the session's connection:
-    # no ORM bulk insert and no compile per commit (they were a third of a one-step
-    # commit's Python).
-    session.connection().execute(_ADD_COUNTS, {
-        "runs": [v["run_id"] for v in values], "steps": [v["step_id"] for v in values],
-        "states": [v["state"] for v in values], "items": [v["items"] for v in values]})
+    # One fixed statement, its rows as arrays in key order: no ORM bulk insert and no
+    # compile per commit (they were a third of a one-step commit's Python).
+    runs, steps, states, items = (list(column) for column in zip(*values, strict=True))
+    deferred.defer(session, _ADD_COUNTS, {"runs": runs, "steps": steps, "states": states,
+                                          "items": items})
 
 
 @event.listens_for(Session, "after_transaction_create")

@@ -13,15 +13,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery, Task, shared_task
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lifecycle import canvas, transitions
 from lifecycle.context import WorkerContext, current
 from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
-from lifecycle.recording import refresh_benchmarks
+from lifecycle.recording import files_due, write_files
 from lifecycle.run_end import finish_parent
+from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.db.outage import through_outage
 from shared.db.session import transaction
@@ -30,6 +31,7 @@ from shared.states import RunState, StepState
 
 log = logging.getLogger(__name__)
 RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit
+NOTIFY_DONE = "SELECT pg_notify(%(channel)s, %(run)s)"  # sent with that commit
 
 
 def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
@@ -51,11 +53,10 @@ def advance_in(session: Session, ctx: WorkerContext, run_id: str, *,
         run = session.get(PipelineRun, run_id)
         if run is not None:
             # benchmarks.json windows: once per settled step and finished run, not per
-            # item, so a 5,000-item fan-out rewrites each file once.
-            refresh_benchmarks(ctx, session, run, out.settled_skills, pipeline=out.finished)
+            # item, so a 5,000-item fan-out rewrites each file once; after the commit.
+            out.files = files_due(ctx, run, out.settled_skills, pipeline=out.finished)
     if out.finished:
-        session.execute(text("SELECT pg_notify(:channel, :run)"),
-                        {"channel": RUN_DONE_CHANNEL, "run": run_id})
+        deferred.defer(session, NOTIFY_DONE, {"channel": RUN_DONE_CHANNEL, "run": run_id})
     return out
 
 
@@ -88,9 +89,8 @@ def cancel_in(session: Session, ctx: WorkerContext, run_id: str, reason: str
     # The windows of the skills it stopped (nested runs' steps too), and its own.
     skills = set(session.scalars(select(StepRun.skill).where(
         StepRun.id.in_(stopped))).all()) if stopped else set()
-    refresh_benchmarks(ctx, session, run, skills, pipeline=True)
-    session.execute(text("SELECT pg_notify(:channel, :run)"),
-                    {"channel": RUN_DONE_CHANNEL, "run": run_id})
+    out.files = files_due(ctx, run, skills, pipeline=True)
+    deferred.defer(session, NOTIFY_DONE, {"channel": RUN_DONE_CHANNEL, "run": run_id})
     return Cancelled(run_id, run.state, tuple(stopped), ended_now=True), out
 
 
@@ -102,12 +102,18 @@ def cancel(app: Celery, ctx: WorkerContext, run_id: str, reason: str) -> Cancell
 
 
 def send_outcome(app: Celery, ctx: WorkerContext, run_id: str, out: Outcome) -> None:
-    # Sent only after the commit, so a worker never sees a step row that is not there.
-    canvas.dispatch_steps(app, out.dispatch)
-    for parent in out.advance_runs:
-        advance_run(app, ctx, parent)
-    if out.watch_in_s is not None:
-        canvas.schedule_watch(app, run_id, out.watch_in_s)
+    """After the commit, so a worker never sees a step row that is not there: the next
+    steps' messages, the parents' planning, the watchdog, then the benchmarks.json
+    windows (last, and even when a send failed: the record they show is committed)."""
+    try:
+        canvas.dispatch_steps(app, out.dispatch)
+        for parent in out.advance_runs:
+            advance_run(app, ctx, parent)
+        if out.watch_in_s is not None:
+            canvas.schedule_watch(app, run_id, out.watch_in_s)
+    finally:
+        if out.files is not None:
+            write_files(ctx, out.files)
 
 
 @shared_task(name=canvas.ADVANCE, bind=True, acks_late=True, ignore_result=True)

@@ -22,11 +22,13 @@ from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.orm import Session, object_session
 
 from lifecycle.step_counts import moved, moved_rows
 from shared.cache import input_hash
+from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.states import (
     RunState,
@@ -42,6 +44,9 @@ COPY_FROM = 64  # below this many rows a multi-row INSERT is as quick and simple
 LAUNCH_COLUMNS = ("id", "run_id", "step_id", "item_index", "attempt", "skill", "version",
                   "state", "source", "queue", "inputs", "input_hash", "not_before", "route")
 _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 0}
+_ATTEMPT_COLUMNS = (*LAUNCH_COLUMNS, *_DEFAULTS)
+_INSERT_ATTEMPT = (f"INSERT INTO step_runs ({', '.join(_ATTEMPT_COLUMNS)}) "  # noqa: S608 - fixed column names
+                   f"VALUES ({', '.join(f'%({c})s' for c in _ATTEMPT_COLUMNS)})")
 ENDED_RUN = tuple(s for s in RunState if s.terminal)
 NEW_RUNS = "skillq.new_runs"  # session.info: the runs this session recorded, by id
 # session.info: (run, step) -> stored outputs (JSON text, or None) of the steps (not
@@ -79,6 +84,11 @@ def new_run(session: Session, *, run_id: str, skill: str, version: int, source: 
     # as the first planning pass left it, not inserted and then updated).
     session.info.setdefault(NEW_RUNS, {})[run_id] = run
     return run
+
+
+def is_new(session: Session, run_id: str) -> bool:
+    """``run_id`` was recorded by this session (``new_run``), not read."""
+    return run_id in (session.info.get(NEW_RUNS) or {})
 
 
 def start_run(run: PipelineRun, now: datetime | None = None) -> None:
@@ -134,10 +144,16 @@ def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
 
 # -- step attempts ------------------------------------------------------------------------
 
-def launch_attempts(session: Session, rows: Iterable[dict[str, Any]]) -> int:
+def launch_attempts(session: Session, rows: Iterable[dict[str, Any]], *,
+                    at_commit: bool = False) -> int:
     """Insert pending attempts (dicts of LAUNCH_COLUMNS); how many. A wide fan-out goes
-    by COPY, and ``rows`` may be a generator: its rows are made as COPY takes them."""
-    session.flush()  # their runs' rows first (the foreign key), COPY or not
+    by COPY, and ``rows`` may be a generator: its rows are made as COPY takes them.
+
+    ``at_commit``, for the first attempts of runs this session records (``new_run``):
+    fewer than COPY_FROM go with the commit (shared/db/deferred.py), after the runs' own
+    rows, and are not seen before it. Nobody looks for them sooner (their messages are
+    sent after it), and a run's row is then inserted once, as its first planning pass
+    left it, instead of inserted here and updated at the commit."""
     it = iter(rows)
     head = list(islice(it, COPY_FROM))
     launched: Counter[tuple[str, str]] = Counter()
@@ -148,10 +164,17 @@ def launch_attempts(session: Session, rows: Iterable[dict[str, Any]]) -> int:
         launched[(r["run_id"], r["step_id"])] += 1
         return r
 
-    if len(head) < COPY_FROM:
-        if head:
-            session.execute(insert(StepRun), [{**_DEFAULTS, **checked(r)} for r in head])
+    if at_commit and not all(is_new(session, r["run_id"]) for r in head):
+        raise ValueError("only a run this session records has its attempts at the commit")
+    if at_commit and len(head) < COPY_FROM:
+        for r in head:
+            deferred.defer(session, _INSERT_ATTEMPT, {
+                **_DEFAULTS, **checked(r), "inputs": Jsonb(r["inputs"])})
+    elif len(head) < COPY_FROM:
+        session.flush()  # their runs' rows first (the foreign key)
+        session.execute(insert(StepRun), [{**_DEFAULTS, **checked(r)} for r in head])
     else:
+        session.flush()  # as above
         columns = (*LAUNCH_COLUMNS, *_DEFAULTS)
         raw = session.connection().connection.driver_connection
         with raw.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from psycopg.rows import dict_row
 
 from lifecycle.context import WorkerContext
 from lifecycle.planner import Outcome
+from lifecycle.recording import FILES_DONE_CHANNEL, ended_run_files, write_files
 from lifecycle.retry import create_retry
 from lifecycle.routing import (
     NoRoute,
@@ -255,10 +256,26 @@ def run_progress(conn: Connection, run_id: str, *, counts: bool = True
     return run, Progress(run_id, counted)
 
 
+def files_current(conn: Connection, runs: Iterable[PipelineRun]) -> None:
+    """Rewrite the benchmarks.json windows of these ended runs' skills here, once each,
+    from the database: for a client that followed them by polling (`skillq test`), so
+    never heard their workers say the files were written (``wait_run`` does)."""
+    ctx = client_context(conn)
+    done: set[tuple[Path, str]] = set()
+    for run in runs:
+        due = ended_run_files(ctx, run)
+        fresh = tuple(s for s in due.skills if (due.vault, s) not in done)
+        done.update((due.vault, s) for s in fresh)
+        if fresh:
+            write_files(ctx, replace(due, skills=fresh, run_ended=False))
+
+
 def wait_run(conn: Connection, run_id: str, *,
              on_progress: Callable[[Progress], None] | None = None,
              timeout_s: float | None = None,
-             on_outage: Callable[[str], None] | None = None) -> PipelineRun:
+             on_outage: Callable[[str], None] | None = None,
+             on_end: Callable[[PipelineRun], None] | None = None,
+             files: bool = True) -> PipelineRun:
     """Follow a run until it is terminal; the final record (detached from its session).
 
     The planner NOTIFYs when a run ends, so the end is seen at once; progress is read
@@ -266,6 +283,11 @@ def wait_run(conn: Connection, run_id: str, *,
     waited out: reconnecting with backoff (up to OUTAGE_RETRY_MAX_S apart), telling
     ``on_outage`` (default: stderr) once when it starts and once when it ends, and
     raising DatabaseUnreachable after SKILLQ_DATABASE_OUTAGE_S.
+
+    ``on_end`` is given the record as soon as it is read. With ``files``, the wait then
+    lasts until the run's benchmarks.json windows show it: its worker writes them just
+    after the run's final commit (lifecycle/recording.py), so the result is not held up
+    by them, and `skillq run` still returns with them current.
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     bound_s = conn.settings.database_outage_s
@@ -292,14 +314,14 @@ def wait_run(conn: Connection, run_id: str, *,
             listener.open()
             if woken:  # its end was announced: the record, read at once
                 woken = False
-                ended = listener.ended(run_id)
+                ended = listener.ended(run_id, keep_listening=files)
                 if ended is not None:
                     return ended
             state = listener.state(run_id)
             if state is None:
                 raise RunNotFound(run_id)
             if RunState(state).terminal:
-                ended = listener.ended(run_id)
+                ended = listener.ended(run_id, keep_listening=files)
                 if ended is not None:
                     return ended
             if looked:
@@ -329,6 +351,10 @@ def wait_run(conn: Connection, run_id: str, *,
                     f"may still finish; `skillq run-show {run_id}` once it is back") from None
             if run is not None:
                 _watch_later.pop(run_id, None)  # it ended: nothing left to watch
+                if on_end is not None:
+                    on_end(run)
+                if files:
+                    listener.await_files(conn, run)
                 listener.release()
                 return run
     finally:
@@ -346,17 +372,23 @@ def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+FILES_WAIT_S = 10.0  # a worker writes them within milliseconds: this bounds a dead one
+
+
 class _Listener:
-    """The LISTEN connection for run ends, opened again after an outage broke it."""
+    """The LISTEN connection for run ends and their files, opened again after an outage
+    broke it."""
 
     def __init__(self, database_url: str) -> None:
         self._database_url = database_url
         self._pg: psycopg.Connection[Any] | None = None
         self._listening = False
+        self._heard: set[tuple[str, str]] = set()  # (channel, run id) announced
 
     def open(self) -> None:
         if self._pg is None:
-            self._pg = run_listeners.take(self._database_url, RUN_DONE_CHANNEL)
+            self._pg = run_listeners.take(self._database_url,
+                                          (RUN_DONE_CHANNEL, FILES_DONE_CHANNEL))
             self._listening = True
 
     def state(self, run_id: str) -> str | None:
@@ -367,34 +399,66 @@ class _Listener:
                                (run_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def ended(self, run_id: str) -> PipelineRun | None:
+    def ended(self, run_id: str, *, keep_listening: bool) -> PipelineRun | None:
         """The run's whole record if it has ended, else None.
 
         Read on this connection as ``state`` is (a session's read would add a pool
         checkout, a transaction and the ORM's load to the end of every wait): a
-        PipelineRun outside any session, as run_progress gives one. The UNLISTEN that
-        keeping the connection needs (run_listeners.give_back) goes in the same round
-        trip; LISTEN again should the run still be going."""
+        PipelineRun outside any session, as run_progress gives one. Unless
+        ``keep_listening`` (for its files' notice), the UNLISTEN that keeping the
+        connection needs (run_listeners.give_back) goes in the same round trip; LISTEN
+        again should the run still be going."""
         assert self._pg is not None
         columns = [c.name for c in PipelineRun.__table__.columns]
+        query = f"SELECT {', '.join(columns)} FROM pipeline_runs WHERE id = %s"  # noqa: S608 - the model's own column names
         with self._pg.pipeline(), self._pg.cursor(row_factory=dict_row) as cur:
-            cur.execute(f"SELECT {', '.join(columns)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
-                        "WHERE id = %s", (run_id,))
-            self._pg.execute("UNLISTEN *")
-            self._listening = False
+            cur.execute(query, (run_id,))
+            if not keep_listening:
+                self._pg.execute("UNLISTEN *")
+                self._listening = False
             row = cur.fetchone()
         if row is None:
             raise RunNotFound(run_id)
         if not RunState(row["state"]).terminal:
-            self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}")
-            self._listening = True
+            if not self._listening:
+                self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}; LISTEN {FILES_DONE_CHANNEL}")
+                self._listening = True
             return None
         return PipelineRun(**row)
 
-    def wait(self, run_id: str, timeout_s: float) -> bool:
-        """Until the run's end is announced (True) or ``timeout_s`` passed (False)."""
+    def wait(self, run_id: str, timeout_s: float, channel: str = RUN_DONE_CHANNEL) -> bool:
+        """Until ``channel`` announces the run (True) or ``timeout_s`` passed (False)."""
         assert self._pg is not None
-        return any(note.payload == run_id for note in self._pg.notifies(timeout=timeout_s))
+        if (channel, run_id) in self._heard:
+            return True
+        for note in self._pg.notifies(timeout=timeout_s):
+            if note.payload == run_id:
+                self._heard.add((note.channel, run_id))
+                if note.channel == channel:
+                    return True
+        return False
+
+    def await_files(self, conn: Connection, run: PipelineRun) -> None:
+        """Until the ended run's benchmarks.json windows are written (up to FILES_WAIT_S).
+
+        Its files' notice follows its end's: a connection that heard the end was
+        listening before it, so it hears the files too. One that LISTENed only after
+        the run had ended may have missed it: the windows are written here instead,
+        from the database (benchfile.refresh: whoever writes last writes what is
+        committed). A broken connection is left to the same: the run's record is read."""
+        try:
+            self.wait(run.id, 0.0)  # what arrived meanwhile
+            if (FILES_DONE_CHANNEL, run.id) in self._heard:
+                return
+            if (RUN_DONE_CHANNEL, run.id) in self._heard:
+                if not self.wait(run.id, FILES_WAIT_S, FILES_DONE_CHANNEL):
+                    _to_stderr(f"the benchmarks.json of run {run.id}'s skills may not show "
+                               f"it yet: its worker has not written them in {FILES_WAIT_S:g} s")
+                return
+        except psycopg.Error:
+            self.close()
+        ctx = client_context(conn)
+        write_files(ctx, ended_run_files(ctx, run))
 
     def close(self) -> None:
         # close(), not the context manager: leaving that after an error tries a rollback

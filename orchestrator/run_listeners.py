@@ -1,10 +1,11 @@
 """LISTEN connections for run ends, kept between waits in one process.
 
 A waiting client (`skillq run`, the MCP server, `skillq ask`, a benchmark) needs a
-connection LISTENing on the run-end channel. Opening one costs a backend's start and a
-password exchange (~2.6 ms, a tenth of a one-step run), so a finished wait hands its
-connection back here and the next wait takes it. An idle connection is kept UNLISTENed:
-a listener nobody reads would have the server queue run ends for it without end.
+connection LISTENing on the channels of run ends and of their files. Opening one costs a
+backend's start and a password exchange (~2.6 ms, a tenth of a one-step run), so a
+finished wait hands its connection back here and the next wait takes it. An idle
+connection is kept UNLISTENed: a listener nobody reads would have the server queue run
+ends for it without end.
 """
 
 from __future__ import annotations
@@ -22,18 +23,25 @@ _lock = threading.Lock()
 _idle: dict[str, list[psycopg.Connection[Any]]] = {}
 
 
-def take(database_url: str, channel: str) -> psycopg.Connection[Any]:
-    """A connection LISTENing on ``channel``: a kept one if it still answers, else new."""
+def take(database_url: str, channels: tuple[str, ...]) -> psycopg.Connection[Any]:
+    """A connection LISTENing on ``channels``: a kept one if it still answers, else new."""
+    listen = "; ".join(f"LISTEN {channel}" for channel in channels)
     with _lock:
         kept = _idle.get(database_url)
         pg = kept.pop() if kept else None
     if pg is not None:
         try:
-            pg.execute(f"LISTEN {channel}")
+            pg.execute(listen)
             return pg
         except psycopg.Error:  # the server restarted or dropped it while it sat here
             pg.close()
-    return libpq.listening(database_url, channel)
+    pg = libpq.connect(database_url)
+    try:
+        pg.execute(listen)
+    except BaseException:
+        pg.close()
+        raise
+    return pg
 
 
 def give_back(database_url: str, pg: psycopg.Connection[Any], *,

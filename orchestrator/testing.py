@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from orchestrator.connect import Connection
-from orchestrator.launch import run_progress, start_run
+from orchestrator.launch import files_current, run_progress, start_run
 from shared.db.models import PipelineRun, StepRun
 from shared.db.notes_models import TestResult
 from shared.db.session import transaction
@@ -261,6 +261,7 @@ def run_suites(conn: Connection, vault: Vault, suites: Sequence[tuple[Skill,
                           tuple(by_skill.get(skill.name, ()))) for skill, _ in suites]
     with transaction(conn.endpoints.database_url) as session:
         record_results(session, reports)
+    files_current(conn, runs.values())  # polled, not heard: their files' notices unheard
     return reports
 
 

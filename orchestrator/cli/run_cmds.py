@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -90,10 +92,22 @@ def announce(run_id: str) -> None:
 def follow(conn: Connection, run_id: str, as_json: bool, *,
            cancel_on_interrupt: bool) -> None:
     """Show a run's progress until it ends, then report it (exit 0 succeeded, 1 failed or
-    cancelled). Ctrl-C cancels it (``cancel_on_interrupt``), or stops following it."""
+    cancelled). Ctrl-C cancels it (``cancel_on_interrupt``), or stops following it.
+
+    The result is shown as soon as it is read; the command returns once the run's
+    benchmarks.json files show it too (written by its worker just after)."""
+    shown: list[PipelineRun] = []
+
+    def show_end(run: PipelineRun) -> None:
+        show(conn, run, as_json)
+        shown.append(run)
+
     try:
-        final = _wait(conn, run_id, as_json)
+        final = _wait(conn, run_id, as_json, show_end)
     except KeyboardInterrupt:
+        if shown:  # ended and shown: only its files were still being waited for
+            report(conn, shown[0], as_json, shown=True)
+            return
         if not cancel_on_interrupt:
             common.err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
                       f"`skillq cancel {run_id}`)", markup=False)
@@ -103,7 +117,7 @@ def follow(conn: Connection, run_id: str, as_json: bool, *,
             if as_json:
                 _print_json(conn, final)
             raise typer.Exit(INTERRUPTED) from None
-    report(conn, final, as_json)
+    report(conn, final, as_json, shown=bool(shown))
 
 
 def _cancel_interrupted(conn: Connection, run_id: str) -> PipelineRun:
@@ -124,17 +138,23 @@ def _cancel_interrupted(conn: Connection, run_id: str) -> PipelineRun:
     return final
 
 
-def _wait(conn: Connection, run_id: str, quiet: bool) -> PipelineRun:
+def _wait(conn: Connection, run_id: str, quiet: bool,
+          on_end: Callable[[PipelineRun], None]) -> PipelineRun:
     from orchestrator.cli.run_bar import progress_bar
     from orchestrator.launch import Progress as RunProgress
     from orchestrator.launch import wait_run
 
-    with progress_bar(run_id, quiet) as show:
+    with contextlib.ExitStack() as bar:
+        show = bar.enter_context(progress_bar(run_id, quiet))
 
         def shown(p: RunProgress) -> None:
             show(p.total, p.done, p.counts)
 
-        return wait_run(conn, run_id, on_progress=shown)
+        def ended(run: PipelineRun) -> None:
+            bar.close()  # the bar's last frame goes out before the result does
+            on_end(run)
+
+        return wait_run(conn, run_id, on_progress=shown, on_end=ended)
 
 
 def result_json(conn: Connection, run: PipelineRun) -> dict[str, Any]:
@@ -165,12 +185,20 @@ def success_line(run: PipelineRun) -> str:
     return f"✓ {run.skill} succeeded (run {run.id})"
 
 
-def report(conn: Connection, run: PipelineRun, as_json: bool) -> None:
-    if as_json:
-        _print_json(conn, run)
+def report(conn: Connection, run: PipelineRun, as_json: bool, *, shown: bool = False
+           ) -> None:
+    """Show an ended run (unless ``shown`` already) and exit as it ended."""
+    if not shown:
+        show(conn, run, as_json)
     if run.state != RunState.SUCCEEDED:
         raise PipelineFailed(failure_message(run))
-    if not as_json:
+
+
+def show(conn: Connection, run: PipelineRun, as_json: bool) -> None:
+    """What `skillq run` prints of an ended run (a failure's line comes with its exit)."""
+    if as_json:
+        _print_json(conn, run)
+    elif run.state == RunState.SUCCEEDED:
         common.err.print(success_line(run), style="green")
         print(json.dumps(result_json(conn, run)["outputs"], indent=2, ensure_ascii=False))
         sys.stdout.flush()

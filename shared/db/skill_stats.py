@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from shared.db import deferred
+
 STEP = "step"
 PIPELINE = "pipeline"
 
@@ -45,11 +47,11 @@ class Totals:
         self.last_run = at if self.last_run is None else max(self.last_run, at)
 
 
-_ADD = text(
+_ADD_TEMPLATE = (
     "INSERT INTO skill_stats AS s (skill, kind, runs, successes, duration_ms_sum, "
     "duration_n, cost_usd_sum, last_run, prod_runs, prod_successes) "
-    "VALUES (:skill, :kind, :runs, :successes, "
-    ":duration_ms_sum, :duration_n, :cost_usd_sum, :last_run, :prod_runs, :prod_successes) "
+    "VALUES (%(skill)s, %(kind)s, %(runs)s, %(successes)s, %(duration_ms_sum)s, "
+    "%(duration_n)s, {cost}, %(last_run)s, %(prod_runs)s, %(prod_successes)s) "
     "ON CONFLICT (skill, kind) DO UPDATE SET runs = s.runs + excluded.runs, "
     "successes = s.successes + excluded.successes, "
     "duration_ms_sum = s.duration_ms_sum + excluded.duration_ms_sum, "
@@ -57,23 +59,36 @@ _ADD = text(
     "cost_usd_sum = s.cost_usd_sum + excluded.cost_usd_sum, "
     "last_run = greatest(s.last_run, excluded.last_run), "
     "prod_runs = s.prod_runs + excluded.prod_runs, "
-    "prod_successes = s.prod_successes + excluded.prod_successes RETURNING *")
+    "prod_successes = s.prod_successes + excluded.prod_successes")
+_ADD = _ADD_TEMPLATE.format(cost="%(cost_usd_sum)s")
+# A run's cost as lifecycle/run_costs.py sums it without nested runs (each step item as
+# its costliest attempt), at the commit: after every write of the transaction.
+_ADD_RUN = _ADD_TEMPLATE.format(cost=(
+    "(SELECT coalesce(sum(c), 0) FROM (SELECT max(cost_usd) AS c FROM step_runs "
+    "WHERE run_id = %(run_id)s GROUP BY step_id, item_index) AS items)"))
 _READ = text("SELECT * FROM skill_stats WHERE skill = :skill AND kind = :kind")
-# session.info: (skill, kind) -> the row as this transaction's last add left it. The add
-# locked that row until the commit, so a read later in the transaction would see just it.
-_ADDED = "skillq.skill_stats_added"
 
 
 def add(session: Session, skill: str, kind: str, totals: Totals) -> None:
+    """Add ``totals`` at this transaction's commit (shared/db/deferred.py): nothing in
+    the transaction reads them back, and the row's lock is then held for the commit
+    alone."""
     if totals.runs:
-        row = session.execute(_ADD, {"skill": skill, "kind": kind, **totals.__dict__}).one()
-        session.info.setdefault(_ADDED, {})[(skill, kind)] = row
+        deferred.defer(session, _ADD, {"skill": skill, "kind": kind, **totals.__dict__})
+
+
+def add_run(session: Session, skill: str, totals: Totals, run_id: str) -> None:
+    """As ``add`` for one ended pipeline run with no nested runs, its cost summed from
+    its step items by the database at the commit (no read for it before; ``totals``'s
+    own cost is not used)."""
+    if totals.runs:
+        deferred.defer(session, _ADD_RUN, {"skill": skill, "kind": PIPELINE,
+                                           **totals.__dict__, "run_id": run_id})
 
 
 def read(session: Session, skill: str, kind: str) -> dict[str, Any]:
     """benchmarks.json's aggregates for ``skill``."""
-    row = session.info.get(_ADDED, {}).get((skill, kind)) or session.execute(
-        _READ, {"skill": skill, "kind": kind}).first()
+    row = session.execute(_READ, {"skill": skill, "kind": kind}).first()
     if row is None or not row.runs:
         return {"total_runs": 0, "success_rate": None, "avg_duration_ms": None,
                 "avg_cost_usd": None, "last_run": None}
@@ -91,9 +106,6 @@ def rebuild(session: Session, skills: Iterable[str]) -> None:
     names = sorted(set(skills))
     if not names:
         return
-    added = session.info.get(_ADDED, {})
-    for key in [k for k in added if k[0] in names]:
-        del added[key]
     session.execute(text("DELETE FROM skill_stats WHERE skill = ANY(:names)"),
                     {"names": names})
     session.execute(text(

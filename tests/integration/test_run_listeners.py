@@ -29,11 +29,11 @@ def notified(url: str, payload: str) -> None:
 
 
 def test_the_next_wait_takes_the_kept_connection_and_hears_run_ends(url: str) -> None:
-    first = run_listeners.take(url, RUN_DONE_CHANNEL)
+    first = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     pid = first.info.backend_pid
     run_listeners.give_back(url, first)
 
-    again = run_listeners.take(url, RUN_DONE_CHANNEL)
+    again = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     assert again.info.backend_pid == pid
     notified(url, "run-1")
     assert [n.payload for n in again.notifies(timeout=5, stop_after=1)] == ["run-1"]
@@ -41,7 +41,7 @@ def test_the_next_wait_takes_the_kept_connection_and_hears_run_ends(url: str) ->
 
 
 def test_a_kept_connection_listens_to_nothing(url: str) -> None:
-    pg = run_listeners.take(url, RUN_DONE_CHANNEL)
+    pg = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     run_listeners.give_back(url, pg)
     # nobody reads a kept connection: were it still listening, the server would queue
     # every run end for it
@@ -49,13 +49,13 @@ def test_a_kept_connection_listens_to_nothing(url: str) -> None:
 
 
 def test_a_kept_connection_the_server_dropped_is_replaced(url: str) -> None:
-    pg = run_listeners.take(url, RUN_DONE_CHANNEL)
+    pg = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     dropped = pg.info.backend_pid
     run_listeners.give_back(url, pg)
     with libpq.connect(url) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (dropped,))
 
-    fresh = run_listeners.take(url, RUN_DONE_CHANNEL)
+    fresh = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     assert fresh.info.backend_pid != dropped
     notified(url, "run-2")
     assert [n.payload for n in fresh.notifies(timeout=5, stop_after=1)] == ["run-2"]
@@ -63,7 +63,7 @@ def test_a_kept_connection_the_server_dropped_is_replaced(url: str) -> None:
 
 
 def test_no_more_than_max_idle_are_kept(url: str) -> None:
-    taken = [run_listeners.take(url, RUN_DONE_CHANNEL)
+    taken = [run_listeners.take(url, (RUN_DONE_CHANNEL,))
              for _ in range(run_listeners.MAX_IDLE + 1)]
     for pg in taken:
         run_listeners.give_back(url, pg)

@@ -1,0 +1,89 @@
+"""Writes nobody reads back in their transaction, sent with its COMMIT: one round trip.
+
+A transaction's last statements are often writes whose results it never looks at: a
+skill's running totals, the step counters, the NOTIFY of a run's end. ``defer`` holds
+them in the session, and at the commit they go out in one psycopg pipeline together
+with the COMMIT itself, instead of a round trip each and one more for the COMMIT.
+Writes that must come last (``at_commit`` producers, run in the order they were
+registered, after the session's final flush) are added then. All of them come after
+every ORM write of the transaction.
+
+SQLAlchemy's own commit then finds the connection idle, where psycopg's commit() does
+nothing. A failure anywhere in the pipeline raises before the commit is acknowledged,
+wrapped as SQLAlchemy wraps its own statements' errors, and SQLAlchemy rolls back as
+after any failed COMMIT; a cut connection is invalidated first, so the pool never hands
+it out again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import psycopg
+from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, SessionTransaction
+
+_KEY = "skillq.deferred"  # session.info: [(sql, params)] in the order deferred
+_SAVED_KEY = "skillq.deferred_saved"  # session.info: savepoint -> writes before it
+_producers: list[Callable[[Session], None]] = []
+
+
+def defer(session: Session, sql: str, params: Mapping[str, Any]) -> None:
+    """Send ``sql`` (psycopg's ``%(name)s`` parameters) with this transaction's COMMIT."""
+    session.info.setdefault(_KEY, []).append((sql, dict(params)))
+
+
+def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
+    """Register ``producer`` to ``defer`` the writes that come last, at every commit."""
+    _producers.append(producer)
+    return producer
+
+
+@event.listens_for(Session, "before_commit")
+def _send(session: Session) -> None:
+    session.flush()  # what the ORM holds goes first: the producers count its changes
+    for produce in _producers:
+        produce(session)
+    writes: list[tuple[str, dict[str, Any]]] | None = session.info.pop(_KEY, None)
+    if not writes:
+        return
+    connection = session.connection()
+    pg: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
+    sql = ""
+    try:
+        with pg.pipeline():
+            for sql, params in writes:
+                pg.execute(sql, params)
+            sql = "COMMIT"
+            pg.commit()
+    except psycopg.Error as exc:
+        # As SQLAlchemy raises what its own statements meet (IntegrityError, a cut
+        # connection marked invalidated, ...), so callers tell them apart as before.
+        cut = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        if cut:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(sql, None, exc, psycopg.Error,
+                                  connection_invalidated=cut) from exc
+
+
+@event.listens_for(Session, "after_transaction_create")
+def _savepoint(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.nested:
+        saved = session.info.setdefault(_SAVED_KEY, {})
+        saved[transaction] = len(session.info.get(_KEY) or ())
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _rolled_back(session: Session, previous: SessionTransaction) -> None:
+    saved = session.info.get(_SAVED_KEY) or {}
+    if previous.nested and previous in saved:
+        del session.info.setdefault(_KEY, [])[saved.pop(previous):]
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None and not transaction.nested:
+        session.info.pop(_KEY, None)  # committed (sent), rolled back or closed
+        session.info.pop(_SAVED_KEY, None)
