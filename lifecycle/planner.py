@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import String, bindparam, func, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from lifecycle import step_counts, transitions
 from lifecycle.recording import FilesDue
@@ -430,19 +430,25 @@ def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
 LAZY = (defer(PipelineRun.inputs), defer(PipelineRun.outputs))
 
 
-def lock_run(session: Session, run_id: str, *, skip_locked: bool = False
-             ) -> PipelineRun | None:
-    """The run's row, locked for this transaction: what ``advance`` plans from.
-    ``skip_locked``: None at once, rather than a wait, while another transaction holds
-    it."""
+def lock_run(session: Session, run_id: str) -> PipelineRun | None:
+    """The run's row, locked for this transaction: what ``advance`` plans from."""
     # A run this session recorded (as `skillq run` plans the first step in the
     # transaction that records the run) is no other transaction's to see yet: the object
     # itself, whole (its first launch reads the inputs).
     new: PipelineRun | None = session.info.get(transitions.NEW_RUNS, {}).get(run_id)
     if new is not None and new in session:
         return new
-    return session.get(PipelineRun, run_id, options=LAZY,
-                       with_for_update={"skip_locked": True} if skip_locked else True)
+    return session.get(PipelineRun, run_id, options=LAZY, with_for_update=True)
+
+
+def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
+    """The run whose row ``transitions.claim_lone`` locked, in this session as
+    ``lock_run`` would give it (its inputs and outputs read if used). The session has
+    not loaded it before."""
+    run = PipelineRun(**columns)
+    make_transient_to_detached(run)
+    session.add(run)
+    return run
 
 
 def advance(session: Session, run_id: str, settings: Settings, *,

@@ -15,6 +15,7 @@ counts of the newest attempts' states (written at the commit).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any
 
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.orm import Session, object_session
@@ -30,6 +32,7 @@ from lifecycle.step_counts import moved, moved_rows
 from shared.cache import input_hash
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
+from shared.db.pipelined import pipelined
 from shared.states import (
     RunState,
     StepState,
@@ -253,13 +256,19 @@ class Claimed:
     workdir: str | None
 
 
-_CLAIM = text(
-    "UPDATE step_runs s SET state = :running, worker = :worker, worker_pid = :pid, "
-    "daemon = :daemon, started_at = :now, heartbeat_at = :now FROM pipeline_runs r "
-    "WHERE s.id = ANY(:ids) AND s.state = :pending AND r.id = s.run_id "
-    "AND r.state <> ALL(:ended) "
+_CLAIM_SQL = (
+    "UPDATE step_runs s SET state = %(running)s, worker = %(worker)s, worker_pid = %(pid)s, "
+    "daemon = %(daemon)s, started_at = %(now)s, heartbeat_at = %(now)s FROM pipeline_runs r "
+    "WHERE s.id = ANY(%(ids)s) AND s.state = %(pending)s AND r.id = s.run_id "
+    "AND r.state <> ALL(%(ended)s) "
     "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, r.vault, "
     "r.plan ->> 'workdir' AS workdir")
+_CLAIM = text(re.sub(r"%\((\w+)\)s", r":\1", _CLAIM_SQL))  # the same, for SQLAlchemy
+# A lone attempt's run, as planner.lock_run reads it (its lazy columns left out).
+_RUN_COLUMNS = [c.name for c in PipelineRun.__table__.columns
+                if c.name not in ("inputs", "outputs")]
+_LOCK_RUN = (f"SELECT {', '.join(_RUN_COLUMNS)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
+             "WHERE id = %(run)s FOR UPDATE SKIP LOCKED")
 check_step(StepState.PENDING, StepState.RUNNING)  # the claim's one transition, at import
 
 
@@ -277,6 +286,31 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
     moved_rows(session, rows, StepState.PENDING, StepState.RUNNING)
     return {r.id: Claimed(r.id, r.run_id, r.step_id, r.skill, r.version, r.attempt, r.inputs,
                           r.vault, r.workdir) for r in rows}
+
+
+def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
+               daemon: str | None, now: datetime
+               ) -> tuple[Claimed | None, dict[str, Any] | None]:
+    """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
+    in one round trip with the transaction's BEGIN: the claim (or None), and the run's
+    columns but its inputs and outputs (None while another transaction holds the row:
+    it is never waited for, holding the attempt's, which a cancel takes the other way
+    round). For a step's only item, whose cache hit is recorded and its run planned in
+    the claim's transaction (workers/step_runner.py)."""
+    with pipelined(session) as pg:
+        claimed = pg.cursor(row_factory=dict_row)
+        claimed.execute(_CLAIM_SQL, {
+            "ids": [row_id], "worker": worker, "pid": pid, "daemon": daemon, "now": now,
+            "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
+            "ended": _values(ENDED_RUN)})
+        locked = pg.cursor(row_factory=dict_row)
+        locked.execute(_LOCK_RUN, {"run": row_id.rsplit("/", 3)[0]})
+    row = claimed.fetchone()
+    run = locked.fetchone()
+    if row is None:
+        return None, run
+    moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
+    return Claimed(**row), run
 
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from lifecycle import transitions
 from lifecycle.context import WorkerContext
-from lifecycle.planner import lock_run
+from lifecycle.planner import locked_run
 from shared import cache
 from shared.builtin import RESERVED as BUILTIN
 from shared.builtin import builtin_skill
@@ -182,13 +182,13 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     commit from message to outcome). None: nothing claimed here (another delivery owns
     it, or its run has ended): ``claim_batch`` decides.
 
-    The run's row is taken only if no other transaction holds it: waiting for it while
-    holding the attempt's row could deadlock with a cancel, which takes the run's row
-    first. Held elsewhere, the hit is recorded as any result is (``finish_batch``)."""
+    The run's row is taken with the claim, in one round trip (transitions.claim_lone),
+    and only if no other transaction holds it: waiting for it while holding the
+    attempt's row could deadlock with a cancel, which takes the run's row first. Held
+    elsewhere, the hit is recorded as any result is (``finish_batch``)."""
     with transaction(ctx.database_url) as session:
-        found = transitions.claim_pending(session, [row_id], worker=worker, pid=ctx.pid,
-                                          daemon=ctx.daemon, now=datetime.now(UTC))
-        c = found.get(row_id)
+        c, locked = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
+                                           daemon=ctx.daemon, now=datetime.now(UTC))
         if c is None:
             return None
         job = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id, skill=c.skill,
@@ -197,7 +197,7 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
                     vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
         _look_up_cache(session, [job])
         result = _cache_hit(ctx, job)
-        run = lock_run(session, job.run_id, skip_locked=True) if result is not None else None
+        run = locked_run(session, locked) if result is not None and locked else None
         if result is None or run is None:
             return _Lone(job)
         due, _ = record_in(session, ctx, [(job, result)])

@@ -10,9 +10,8 @@ every ORM write of the transaction.
 
 SQLAlchemy's own commit then finds the connection idle, where psycopg's commit() does
 nothing. A failure anywhere in the pipeline raises before the commit is acknowledged,
-wrapped as SQLAlchemy wraps its own statements' errors, and SQLAlchemy rolls back as
-after any failed COMMIT; a cut connection is invalidated first, so the pool never hands
-it out again.
+as SQLAlchemy's own error (shared/db/pipelined.py), and SQLAlchemy rolls back as after
+any failed COMMIT.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import psycopg
 from sqlalchemy import event
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, SessionTransaction
+
+from shared.db.pipelined import pipelined
 
 _KEY = "skillq.deferred"  # session.info: [(sql, params)] in the order deferred
 _SAVED_KEY = "skillq.deferred_saved"  # session.info: savepoint -> writes before it
@@ -49,23 +48,10 @@ def _send(session: Session) -> None:
     writes: list[tuple[str, dict[str, Any]]] | None = session.info.pop(_KEY, None)
     if not writes:
         return
-    connection = session.connection()
-    pg: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
-    sql = ""
-    try:
-        with pg.pipeline():
-            for sql, params in writes:
-                pg.execute(sql, params)
-            sql = "COMMIT"
-            pg.commit()
-    except psycopg.Error as exc:
-        # As SQLAlchemy raises what its own statements meet (IntegrityError, a cut
-        # connection marked invalidated, ...), so callers tell them apart as before.
-        cut = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
-        if cut:
-            connection.invalidate(exc)
-        raise DBAPIError.instance(sql, None, exc, psycopg.Error,
-                                  connection_invalidated=cut) from exc
+    with pipelined(session) as pg:
+        for sql, params in writes:
+            pg.execute(sql, params)
+        pg.commit()
 
 
 @event.listens_for(Session, "after_transaction_create")

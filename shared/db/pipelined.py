@@ -1,0 +1,38 @@
+"""The psycopg connection under a session, in pipeline mode: for what SQLAlchemy cannot
+send, several statements in one round trip.
+
+Statements sent inside ``pipelined`` go out together (with the transaction's BEGIN when
+they are its first) and are answered together as the block ends; their cursors are read
+after it. The ORM's own statements stay outside: its flush checks row counts, which a
+pipeline gives only once it syncs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+
+@contextmanager
+def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """The session's psycopg connection in pipeline mode, in the session's transaction.
+
+    Its errors raise as SQLAlchemy raises its own statements' (IntegrityError, a cut
+    connection marked invalidated, ...), so callers tell them apart as before; a cut
+    connection is invalidated, so the pool never hands it out again."""
+    connection = session.connection()
+    pg: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
+    try:
+        with pg.pipeline():
+            yield pg
+    except psycopg.Error as exc:
+        cut = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        if cut:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(None, None, exc, psycopg.Error,
+                                  connection_invalidated=cut) from exc
