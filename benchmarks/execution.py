@@ -16,14 +16,16 @@ Then three worker processes, each at concurrency 2:
   raw-strict  the same tasks with skillq's Celery settings (acks_late, prefetch 1,
               task events, track_started): an attribution row, not a target
 
-The skillq side goes through the real `skillq run` path: lifecycle.submit.create_run in
-a transaction, canvas.request_advance, and a wait that polls the run record as `skillq run`
-does (its terminal check every tick, its progress counts every 0.25 s). The raw side
-waits by polling a fresh AsyncResult per task id. Both sides poll at the same interval
-(2 ms for latency, 20 ms for fan-outs), so neither pays the CLI's 0.25 s poll period.
+The skillq side goes through the real `skillq run` path once its checks have passed:
+orchestrator.launch.launch (the run recorded and its first step planned in one
+transaction, then sent) and launch.wait_run, woken by the run's NOTIFY; a latency sample
+ends when the client has the result (where `skillq run` prints it; the run's
+benchmarks.json files, written just after, are awaited before the next sample as the
+command awaits them before it exits). The raw side waits by polling a fresh AsyncResult
+per task id (every 2 ms for latency, 20 ms for fan-outs).
 
 Figures (ratio, target):
-  a  one-step pipeline latency vs a bare Celery round trip, median of N        <= 1.3x
+  a  one-step pipeline latency vs a bare Celery round trip, median of N        <= 2x
   b  1,000-item fan-out of the cheapest step vs a group of 1,000 no-ops,
      throughput                                                                 >= 0.8x
      The cheapest step skillq can run is a cache hit: a script skill with
