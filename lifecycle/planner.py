@@ -452,14 +452,17 @@ def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
 
 
 def advance(session: Session, run_id: str, settings: Settings, *,
-            locked: PipelineRun | None = None) -> Outcome:
-    """``locked``: the run, as ``lock_run`` gave it earlier in this transaction."""
+            locked: PipelineRun | None = None,
+            daemons: list[OnlineDaemon] | None = None) -> Outcome:
+    """``locked``: the run, as ``lock_run`` gave it earlier in this transaction;
+    ``daemons``: the online daemons to route by, as the caller has just read them."""
     run = locked if locked is not None else lock_run(session, run_id)
     if run is None or RunState(run.state).terminal:
         return Outcome()  # ended before: a late nudge changes nothing
     if run.state == RunState.PENDING:
         transitions.start_run(run)
     work = _Advance(session, run, settings)
+    work.daemons = daemons
     work.revive()
     if not work.out.finished:
         work.step_forward()

@@ -21,6 +21,7 @@ from lifecycle.context import WorkerContext, current
 from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import files_due, write_files
+from lifecycle.routing import OnlineDaemon
 from lifecycle.run_end import finish_parent
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
@@ -45,10 +46,12 @@ def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
 
 
 def advance_in(session: Session, ctx: WorkerContext, run_id: str, *,
-               locked: PipelineRun | None = None) -> Outcome:
+               locked: PipelineRun | None = None,
+               daemons: list[OnlineDaemon] | None = None) -> Outcome:
     """Plan in the caller's transaction; the caller commits, then ``send_outcome``.
-    ``locked``: the run's row, as planner.lock_run gave it in this transaction."""
-    out = plan_advance(session, run_id, ctx.settings, locked=locked)
+    ``locked``: the run's row, as planner.lock_run gave it in this transaction;
+    ``daemons``: the online daemons, as the caller has just read them."""
+    out = plan_advance(session, run_id, ctx.settings, locked=locked, daemons=daemons)
     if out.settled_skills or out.finished:
         run = session.get(PipelineRun, run_id)
         if run is not None:

@@ -18,7 +18,7 @@ import psycopg
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
-from orchestrator.launch import launch, unrunnable
+from orchestrator.launch import launch, routes
 from shared import ask_stream
 from shared.agent_prompt.ask import AskPrompt, ask_prompt
 from shared.builtin import ASK, builtin_skill
@@ -85,11 +85,11 @@ def start_ask(conn: Connection, vault: Vault, text: str, *, model: str | None = 
     if model:
         resolve_model(model, where="the model asked for")  # AgentError: the forms it takes
         plan = plan.with_requested_model(model)
-    missing = unrunnable(conn, vault, plan)
+    missing, daemons = routes(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
     run_id = launch(conn, vault, skill, given, plan=plan, source=SOURCE,
-                    triggered_by=triggered_by, workdir=workdir)
+                    triggered_by=triggered_by, workdir=workdir, daemons=daemons)
     return Asked(run_id, resolution)
 
 

@@ -28,6 +28,7 @@ from lifecycle.recording import FILES_DONE_CHANNEL, ended_run_files, write_files
 from lifecycle.retry import create_retry
 from lifecycle.routing import (
     NoRoute,
+    OnlineDaemon,
     ask_for_software,
     online_daemons,
     route,
@@ -84,7 +85,16 @@ def plan_steps(vault: Vault, plan: Plan, prefix: str = "") -> list[tuple[str, Pl
 
 
 def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
-    """Why some step of this run could not be routed to an online daemon, or None.
+    """Why some step of this run could not be routed to an online daemon, or None
+    (``routes``, for a caller that does not launch the run next)."""
+    return routes(conn, vault, plan)[0]
+
+
+def routes(conn: Connection, vault: Vault, plan: Plan
+           ) -> tuple[str | None, list[OnlineDaemon]]:
+    """Why some step of this run could not be routed to an online daemon, or None; and
+    the online daemons as read for that, which ``launch`` routes the first steps by
+    (one read of the registry per `skillq run`, not two).
 
     An agent step needs a daemon holding its model's credentials: refused here, naming
     the variable, rather than failing on a worker once dispatched.
@@ -120,8 +130,8 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
             break
         time.sleep(0.2)
     if not problems:
-        return None
-    return "no online worker can run what this run needs: " + "; ".join(problems)
+        return None, daemons
+    return "no online worker can run what this run needs: " + "; ".join(problems), daemons
 
 
 def _start_classes(conn: Connection, home: Path, vault: Vault,
@@ -160,18 +170,22 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
     if source == "production" and skill.manifest.is_orchestrator:
         refuse_draft(conn, skill)  # its steps' folders are checked by their workers
-    missing = unrunnable(conn, vault, plan)
+    missing, daemons = routes(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
     return launch(conn, vault, skill, given, plan=plan, source=source,
-                  triggered_by=triggered_by, workdir=workdir, waiting=waiting)
+                  triggered_by=triggered_by, workdir=workdir, waiting=waiting,
+                  daemons=daemons)
 
 
 def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
            plan: Plan, source: str, triggered_by: str | None = None,
-           workdir: str | None = None, waiting: bool = False) -> str:
+           workdir: str | None = None, waiting: bool = False,
+           daemons: list[OnlineDaemon] | None = None) -> str:
     """Record the run and take its first planning step here, in the same transaction,
     so its first steps go straight to their queues (no control-queue round trip).
+    ``daemons``: the online daemons as the caller just read them (``routes``), to route
+    the first steps by instead of reading them again.
 
     ``waiting``: this process follows the run with ``wait_run`` next, which sends the
     run's watchdog message only once the run outlasts its first wait (POLL_S): a run
@@ -182,7 +196,7 @@ def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any
     with transaction(conn.endpoints.database_url) as session:
         run_id = create_run(session, vault, skill, given, source=source,
                             triggered_by=triggered_by, workdir=workdir, plan=plan)
-        out = advance_in(session, ctx, run_id)
+        out = advance_in(session, ctx, run_id, daemons=daemons)
     if waiting and out.watch_in_s is not None:
         watch = Outcome(watch_in_s=out.watch_in_s)
         out = replace(out, watch_in_s=None)
