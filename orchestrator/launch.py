@@ -288,8 +288,7 @@ def wait_run(conn: Connection, run_id: str, *,
              on_progress: Callable[[Progress], None] | None = None,
              timeout_s: float | None = None,
              on_outage: Callable[[str], None] | None = None,
-             on_end: Callable[[PipelineRun], None] | None = None,
-             files: bool = True) -> PipelineRun:
+             on_end: Callable[[PipelineRun], None] | None = None) -> PipelineRun:
     """Follow a run until it is terminal; the final record (detached from its session).
 
     The planner NOTIFYs when a run ends, so the end is seen at once; progress is read
@@ -298,10 +297,10 @@ def wait_run(conn: Connection, run_id: str, *,
     ``on_outage`` (default: stderr) once when it starts and once when it ends, and
     raising DatabaseUnreachable after SKILLQ_DATABASE_OUTAGE_S.
 
-    ``on_end`` is given the record as soon as it is read. With ``files``, the wait then
-    lasts until the run's benchmarks.json windows show it: its worker writes them just
-    after the run's final commit (lifecycle/recording.py), so the result is not held up
-    by them, and `skillq run` still returns with them current.
+    ``on_end`` is given the record as soon as it is read; the wait then lasts until the
+    run's benchmarks.json windows show it. Its worker writes them just after the run's
+    final commit (lifecycle/recording.py), so they do not hold up the result, and
+    `skillq run` still returns with them current.
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     bound_s = conn.settings.database_outage_s
@@ -328,14 +327,14 @@ def wait_run(conn: Connection, run_id: str, *,
             listener.open()
             if woken:  # its end was announced: the record, read at once
                 woken = False
-                ended = listener.ended(run_id, keep_listening=files)
+                ended = listener.ended(run_id)
                 if ended is not None:
                     return ended
             state = listener.state(run_id)
             if state is None:
                 raise RunNotFound(run_id)
             if RunState(state).terminal:
-                ended = listener.ended(run_id, keep_listening=files)
+                ended = listener.ended(run_id)
                 if ended is not None:
                     return ended
             if looked:
@@ -367,8 +366,7 @@ def wait_run(conn: Connection, run_id: str, *,
                 _watch_later.pop(run_id, None)  # it ended: nothing left to watch
                 if on_end is not None:
                     on_end(run)
-                if files:
-                    listener.await_files(conn, run)
+                listener.await_files(conn, run)
                 listener.release()
                 return run
     finally:
@@ -396,14 +394,15 @@ class _Listener:
     def __init__(self, database_url: str) -> None:
         self._database_url = database_url
         self._pg: psycopg.Connection[Any] | None = None
-        self._listening = False
         self._heard: set[tuple[str, str]] = set()  # (channel, run id) announced
 
     def open(self) -> None:
         if self._pg is None:
             self._pg = run_listeners.take(self._database_url,
                                           (RUN_DONE_CHANNEL, FILES_DONE_CHANNEL))
-            self._listening = True
+            # An end heard on a connection an outage broke says nothing of this one,
+            # which may have begun listening after the files' notice.
+            self._heard = {h for h in self._heard if h[0] == FILES_DONE_CHANNEL}
 
     def state(self, run_id: str) -> str | None:
         """The run's state as committed now (None: no such run), read on this
@@ -413,32 +412,21 @@ class _Listener:
                                (run_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def ended(self, run_id: str, *, keep_listening: bool) -> PipelineRun | None:
+    def ended(self, run_id: str) -> PipelineRun | None:
         """The run's whole record if it has ended, else None.
 
         Read on this connection as ``state`` is (a session's read would add a pool
         checkout, a transaction and the ORM's load to the end of every wait): a
-        PipelineRun outside any session, as run_progress gives one. Unless
-        ``keep_listening`` (for its files' notice), the UNLISTEN that keeping the
-        connection needs (run_listeners.give_back) goes in the same round trip; LISTEN
-        again should the run still be going."""
+        PipelineRun outside any session, as run_progress gives one. The connection
+        goes on listening, for the run's files (``await_files``)."""
         assert self._pg is not None
         columns = [c.name for c in PipelineRun.__table__.columns]
-        query = f"SELECT {', '.join(columns)} FROM pipeline_runs WHERE id = %s"  # noqa: S608 - the model's own column names
-        with self._pg.pipeline(), self._pg.cursor(row_factory=dict_row) as cur:
-            cur.execute(query, (run_id,))
-            if not keep_listening:
-                self._pg.execute("UNLISTEN *")
-                self._listening = False
-            row = cur.fetchone()
+        with self._pg.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(f"SELECT {', '.join(columns)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
+                              "WHERE id = %s", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(run_id)
-        if not RunState(row["state"]).terminal:
-            if not self._listening:
-                self._pg.execute(f"LISTEN {RUN_DONE_CHANNEL}; LISTEN {FILES_DONE_CHANNEL}")
-                self._listening = True
-            return None
-        return PipelineRun(**row)
+        return PipelineRun(**row) if RunState(row["state"]).terminal else None
 
     def wait(self, run_id: str, timeout_s: float, channel: str = RUN_DONE_CHANNEL) -> bool:
         """Until ``channel`` announces the run (True) or ``timeout_s`` passed (False)."""
@@ -485,4 +473,4 @@ class _Listener:
         """The wait is over: keep the connection for the next one (run_listeners)."""
         pg, self._pg = self._pg, None
         if pg is not None:
-            run_listeners.give_back(self._database_url, pg, listening=self._listening)
+            run_listeners.give_back(self._database_url, pg)

@@ -44,15 +44,12 @@ def take(database_url: str, channels: tuple[str, ...]) -> psycopg.Connection[Any
     return pg
 
 
-def give_back(database_url: str, pg: psycopg.Connection[Any], *,
-              listening: bool = True) -> None:
-    """Keep ``pg`` for the next wait, or close it if it is broken or enough are kept.
-    ``listening=False``: the caller has UNLISTENed it already."""
+def give_back(database_url: str, pg: psycopg.Connection[Any]) -> None:
+    """Keep ``pg`` for the next wait, or close it if it is broken or enough are kept."""
     if pg.closed:
         return
     try:
-        if listening:
-            pg.execute("UNLISTEN *")
+        pg.execute("UNLISTEN *")
     except psycopg.Error:
         pg.close()
         return
