@@ -25,7 +25,6 @@ from shared.vault import open_skill, open_vault
 
 log = logging.getLogger(__name__)
 FILES_DONE_CHANNEL = "skillq_files_done"  # NOTIFY payload: the run id, its files written
-NOTIFY_FILES = "SELECT pg_notify(%(channel)s, %(run)s)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +68,7 @@ def write_files(ctx: WorkerContext, due: FilesDue) -> None:
             for name in due.skills:
                 refresh_skill_benchmarks(ctx, due.vault, name, session)
             if due.run_ended:
-                deferred.defer(session, NOTIFY_FILES,
-                               {"channel": FILES_DONE_CHANNEL, "run": due.run_id})
+                deferred.notify(session, FILES_DONE_CHANNEL, due.run_id)
     except Exception:  # a database outage here must not undo what was sent
         log.exception("run %s: could not update benchmarks.json of %s", due.run_id,
                       ", ".join(due.skills))

@@ -32,7 +32,6 @@ from shared.states import RunState, StepState
 
 log = logging.getLogger(__name__)
 RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit
-NOTIFY_DONE = "SELECT pg_notify(%(channel)s, %(run)s)"  # sent with that commit
 
 
 def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
@@ -59,7 +58,7 @@ def advance_in(session: Session, ctx: WorkerContext, run_id: str, *,
             # item, so a 5,000-item fan-out rewrites each file once; after the commit.
             out.files = files_due(ctx, run, out.settled_skills, pipeline=out.finished)
     if out.finished:
-        deferred.defer(session, NOTIFY_DONE, {"channel": RUN_DONE_CHANNEL, "run": run_id})
+        deferred.notify(session, RUN_DONE_CHANNEL, run_id)
     return out
 
 
@@ -93,7 +92,7 @@ def cancel_in(session: Session, ctx: WorkerContext, run_id: str, reason: str
     skills = set(session.scalars(select(StepRun.skill).where(
         StepRun.id.in_(stopped))).all()) if stopped else set()
     out.files = files_due(ctx, run, skills, pipeline=True)
-    deferred.defer(session, NOTIFY_DONE, {"channel": RUN_DONE_CHANNEL, "run": run_id})
+    deferred.notify(session, RUN_DONE_CHANNEL, run_id)
     return Cancelled(run_id, run.state, tuple(stopped), ended_now=True), out
 
 

@@ -34,6 +34,15 @@ def defer(session: Session, sql: str, params: Mapping[str, Any]) -> None:
     session.info.setdefault(_KEY, []).append((sql, dict(params)))
 
 
+def notify(session: Session, channel: str, payload: str) -> None:
+    """NOTIFY ``channel`` with ``payload``, sent with this transaction's COMMIT (a NOTIFY
+    is delivered at the commit anyway)."""
+    defer(session, _NOTIFY, {"channel": channel, "payload": payload})
+
+
+_NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
+
+
 def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
     """Register ``producer`` to ``defer`` the writes that come last, at every commit."""
     _producers.append(producer)
