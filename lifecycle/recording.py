@@ -19,6 +19,7 @@ from lifecycle.benchfile import refresh
 from lifecycle.context import WorkerContext
 from shared.db import deferred
 from shared.db.models import PipelineRun
+from shared.db.outage import first_line, is_outage
 from shared.db.session import transaction
 from shared.plan import Plan
 from shared.vault import open_skill, open_vault
@@ -69,9 +70,15 @@ def write_files(ctx: WorkerContext, due: FilesDue) -> None:
                 refresh_skill_benchmarks(ctx, due.vault, name, session)
             if due.run_ended:
                 deferred.notify(session, FILES_DONE_CHANNEL, due.run_id)
-    except Exception:  # a database outage here must not undo what was sent
-        log.exception("run %s: could not update benchmarks.json of %s", due.run_id,
-                      ", ".join(due.skills))
+    except Exception as exc:  # what was committed and sent stands either way
+        if not is_outage(exc):
+            log.exception("run %s: could not update benchmarks.json of %s", due.run_id,
+                          ", ".join(due.skills))
+            return
+        # One line, no traceback: a `skillq run` that writes them itself shows this.
+        log.warning("run %s: benchmarks.json of %s not updated, the database is "
+                    "unreachable (%s); the next settled step rewrites them", due.run_id,
+                    ", ".join(due.skills), first_line(exc))
 
 
 def refresh_skill_benchmarks(ctx: WorkerContext, vault_root: Path, skill_name: str,

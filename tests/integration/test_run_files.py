@@ -6,6 +6,7 @@ only after the run had ended writes them itself from the database."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -13,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RunResult, Stack
+from conftest import RunResult, Stack, free_port
 from filelock import FileLock
 
-from lifecycle.recording import FILES_DONE_CHANNEL
+from lifecycle.context import WorkerContext
+from lifecycle.recording import FILES_DONE_CHANNEL, FilesDue, write_files
 from lifecycle.tasks import RUN_DONE_CHANNEL
 from shared.db import libpq
+from shared.settings import Settings
 
 pytestmark = pytest.mark.integration
 HOLD_S = 1.5  # how long a test holds a benchmarks.json lock
@@ -110,3 +113,22 @@ def test_a_failed_run_s_files_show_it_when_skillq_run_exits(
     assert failed.code == 1 and failed.run_id is not None, failed
     assert "boom" in failed.stderr or "failed" in failed.stderr, failed
     assert shows(vault, "fail-on", failed.run_id)
+
+
+def test_files_with_the_database_away_are_one_warning_not_a_traceback(
+        tmp_path: Path, vault: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """What a `skillq run` writing the files itself prints when the database went away
+    after the run's end: one line (the CLI has no log handler of its own, and Python's
+    last-resort one would print a traceback), and nothing raised."""
+    url = f"postgresql+psycopg://skillq@127.0.0.1:{free_port()}/skillq?connect_timeout=2"
+    ctx = WorkerContext(settings=Settings(_env_file=None, home=tmp_path, vault=vault,
+                                          database_url=url),
+                        database_url=url, vault=vault, hostname="here", pid=1)
+    before = (vault / "token" / "benchmarks.json").read_text()
+    with caplog.at_level(logging.WARNING, logger="lifecycle.recording"):
+        write_files(ctx, FilesDue("run-gone", vault, ("token",), run_ended=True))
+    said = [r for r in caplog.records if r.name == "lifecycle.recording"]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING, said
+    assert said[0].exc_info is None
+    assert "database is unreachable" in said[0].getMessage()
+    assert (vault / "token" / "benchmarks.json").read_text() == before
