@@ -5,8 +5,9 @@ skill's running totals, the step counters, the NOTIFY of a run's end. ``defer`` 
 them in the session, and at the commit they go out in one psycopg pipeline together
 with the COMMIT itself, instead of a round trip each and one more for the COMMIT.
 Writes that must come last (``at_commit`` producers, run in the order they were
-registered, after the session's final flush) are added then. All of them come after
-every ORM write of the transaction.
+registered) are added then. All of them come after every ORM write of the transaction,
+and when those are INSERTs with nothing to read back (a new run's row), the ORM's flush
+goes in the same pipeline.
 
 SQLAlchemy's own commit then finds the connection idle, where psycopg's commit() does
 nothing. A failure anywhere in the pipeline raises before the commit is acknowledged,
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, SessionTransaction
 
 from shared.db.pipelined import pipelined
@@ -51,16 +52,32 @@ def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
 
 @event.listens_for(Session, "before_commit")
 def _send(session: Session) -> None:
-    session.flush()  # what the ORM holds goes first: the producers count its changes
+    inserts = _inserts_only(session)
+    if not inserts:
+        session.flush()  # the ORM's writes go first, on their own: it reads row counts
     for produce in _producers:
         produce(session)
-    writes: list[tuple[str, dict[str, Any]]] | None = session.info.pop(_KEY, None)
-    if not writes:
+    writes: list[tuple[str, dict[str, Any]]] = session.info.pop(_KEY, None) or []
+    if not writes and not (inserts and session.new):
         return
     with pipelined(session) as pg:
+        if inserts:
+            session.flush()  # INSERTs only, with nothing to read back: in the pipeline
         for sql, params in writes:
             pg.execute(sql, params)
         pg.commit()
+
+
+def _inserts_only(session: Session) -> bool:
+    """What the session would flush is INSERTs only, of rows whose mapper reads nothing
+    back (``eager_defaults`` off, their keys given): a flush the pipeline can take."""
+    if session.dirty or session.deleted:
+        return False
+    for obj in session.new:
+        mapper = inspect(type(obj))
+        if mapper.eager_defaults is not False or None in mapper.primary_key_from_instance(obj):
+            return False
+    return True
 
 
 @event.listens_for(Session, "after_transaction_create")

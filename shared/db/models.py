@@ -33,6 +33,9 @@ class PipelineRun(Base):
     """One run of a skill: the top of a pipeline, or a nested orchestrator's run."""
 
     __tablename__ = "pipeline_runs"
+    # created_at is the database's, not read back after the INSERT: a new run's row then
+    # goes in its commit's pipeline (shared/db/deferred.py), which returns no rows.
+    __mapper_args__ = {"eager_defaults": False}  # noqa: RUF012 - SQLAlchemy's own hook
     __table_args__ = (Index("ix_pipeline_runs_skill_finished", "skill", "finished_at"),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

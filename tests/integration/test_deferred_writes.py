@@ -5,6 +5,7 @@ is never sent."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from shared.db import deferred, libpq
+from shared.db.models import PipelineRun
 from shared.db.session import transaction
 
 pytestmark = pytest.mark.integration
@@ -69,3 +71,28 @@ def test_a_deferred_write_inside_a_rolled_back_savepoint_is_not_sent(url: str) -
             raise RuntimeError("undo the savepoint")
         deferred.defer(session, PUT, {"id": 3, "what": "after"})
     assert stored(url) == [(1, "before"), (3, "after")]
+
+
+def a_run(run_id: str) -> PipelineRun:
+    return PipelineRun(id=run_id, skill="probe", version=1, state="pending",
+                       source="test", vault="/nowhere", plan={"steps": []}, inputs={},
+                       input_hash="sha256:0")
+
+
+def test_a_new_row_s_insert_joins_the_pipeline_and_fails_with_it(url: str) -> None:
+    run_id = f"run-deferred-{uuid.uuid4().hex[:8]}"
+    with transaction(url) as session:
+        session.add(a_run(run_id))  # INSERT only, nothing read back: in the pipeline
+        deferred.defer(session, PUT, {"id": 1, "what": run_id})
+    with transaction(url) as session:
+        stored_run = session.get(PipelineRun, run_id)
+        assert stored_run is not None and stored_run.created_at is not None
+    assert stored(url) == [(1, run_id)]
+    # The same id again: the INSERT fails at the pipeline's sync, and takes the
+    # transaction's other writes with it.
+    with pytest.raises(IntegrityError), transaction(url) as session:
+        session.add(a_run(run_id))
+        deferred.defer(session, PUT, {"id": 2, "what": "lost with it"})
+    assert stored(url) == [(1, run_id)]
+    with transaction(url) as session:
+        session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
