@@ -3,8 +3,8 @@ send, several statements in one round trip.
 
 Statements sent inside ``pipelined`` go out together (with the transaction's BEGIN when
 they are its first) and are answered together as the block ends; their cursors are read
-after it. The ORM's own statements stay outside: its flush checks row counts, which a
-pipeline gives only once it syncs.
+after it. The ORM's UPDATEs stay outside: its flush checks their row counts, which a
+pipeline gives only once it syncs (shared/db/deferred.py lets a flush of INSERTs in).
 """
 
 from __future__ import annotations
