@@ -25,23 +25,16 @@ _idle: dict[str, list[psycopg.Connection[Any]]] = {}
 
 def take(database_url: str, channels: tuple[str, ...]) -> psycopg.Connection[Any]:
     """A connection LISTENing on ``channels``: a kept one if it still answers, else new."""
-    listen = "; ".join(f"LISTEN {channel}" for channel in channels)
     with _lock:
         kept = _idle.get(database_url)
         pg = kept.pop() if kept else None
     if pg is not None:
         try:
-            pg.execute(listen)
+            pg.execute(libpq.listen_to(channels))
             return pg
         except psycopg.Error:  # the server restarted or dropped it while it sat here
             pg.close()
-    pg = libpq.connect(database_url)
-    try:
-        pg.execute(listen)
-    except BaseException:
-        pg.close()
-        raise
-    return pg
+    return libpq.listening(database_url, *channels)
 
 
 def give_back(database_url: str, pg: psycopg.Connection[Any]) -> None:

@@ -26,12 +26,18 @@ def connect(database_url: str, *, connect_timeout_s: float | None = None,
     return psycopg.connect(dsn(database_url), autocommit=True, **kwargs)
 
 
-def listening(database_url: str, channel: str, *, connect_timeout_s: float | None = None
+def listen_to(channels: tuple[str, ...]) -> str:
+    """The LISTEN statements for ``channels``, as one simple query."""
+    return "; ".join(f"LISTEN {channel}" for channel in channels)
+
+
+def listening(database_url: str, *channels: str, connect_timeout_s: float | None = None
               ) -> psycopg.Connection[Any]:
-    """A connection LISTENing on ``channel`` (a fixed identifier of ours, never input)."""
+    """A connection LISTENing on ``channels`` (fixed identifiers of ours, never input),
+    in one round trip."""
     pg = connect(database_url, connect_timeout_s=connect_timeout_s)
     try:
-        pg.execute(f"LISTEN {channel}")
+        pg.execute(listen_to(channels))
     except BaseException:
         pg.close()
         raise
