@@ -13,9 +13,8 @@ lifecycle/transitions.py reports every state change here (``moved``) and the cha
 written when the transaction commits, after its other writes, as one statement in key
 order. Taken last and in one order, the counter rows' locks are never part of a lock
 cycle: a transaction holding one waits for nothing but the others, in the same order.
-(A savepoint's commit writes what is pending then, inside it: the planner's refresh of
-benchmarks.json, the one savepoint on this path, comes after its state changes.) A
-savepoint rolled back takes its changes with it.
+The changes wait in a ``deferred.pending`` list, so a savepoint rolled back takes its
+changes with it.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from sqlalchemy import (
     Select,
     String,
     bindparam,
-    event,
     func,
     literal_column,
     or_,
@@ -39,14 +37,13 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session
 
 from shared.db import deferred
 from shared.db.models import StepCount, StepRun
 from shared.states import StepState
 
-_PENDING_KEY = "skillq.step_counts"  # session.info: (run, step, state) -> change
-_SAVED_KEY = "skillq.step_counts.saved"  # session.info: savepoint -> changes at its start
+_CHANGES = "skillq.step_counts"  # deferred.pending: (run, step, state, change in items)
 OPEN = (StepState.PENDING, StepState.RUNNING, StepState.WAITING)
 _ADD_COUNTS = (
     "INSERT INTO step_counts (run_id, step_id, state, items) "
@@ -184,11 +181,11 @@ def moved(session: Session, run_id: str, step_id: str, old: str | None, new: str
     first attempt is added); written at the commit."""
     if old == new or not n:
         return
-    changes: Counter[tuple[str, str, str]] = session.info.setdefault(_PENDING_KEY, Counter())
+    changes = deferred.pending(session, _CHANGES)
     if old is not None:
-        changes[(run_id, step_id, str(old))] -= n
+        changes.append((run_id, step_id, str(old), -n))
     if new is not None:
-        changes[(run_id, step_id, str(new))] += n
+        changes.append((run_id, step_id, str(new), n))
 
 
 def moved_rows(session: Session, rows: Sequence[Any], old: str | None, new: str) -> None:
@@ -202,11 +199,14 @@ def moved_rows(session: Session, rows: Sequence[Any], old: str | None, new: str)
 def _write(session: Session) -> None:
     """The transaction's changes, as one write after all its others: the counters' locks
     come last, and the statement goes with the COMMIT (shared/db/deferred.py)."""
-    changes: Counter[tuple[str, str, str]] | None = session.info.get(_PENDING_KEY)
+    changes = deferred.pending(session, _CHANGES)
     if not changes:
         return
-    values = [(r, s, st, n) for (r, s, st), n in sorted(changes.items()) if n]
+    net: Counter[tuple[str, str, str]] = Counter()
+    for run_id, step_id, state, n in changes:
+        net[(run_id, step_id, state)] += n
     changes.clear()
+    values = [(r, s, st, n) for (r, s, st), n in sorted(net.items()) if n]
     if not values:
         return
     # One fixed statement, its rows as arrays in key order: no ORM bulk insert and no
@@ -214,25 +214,3 @@ def _write(session: Session) -> None:
     runs, steps, states, items = (list(column) for column in zip(*values, strict=True))
     deferred.defer(session, _ADD_COUNTS, {"runs": runs, "steps": steps, "states": states,
                                           "items": items})
-
-
-@event.listens_for(Session, "after_transaction_create")
-def _savepoint(session: Session, transaction: SessionTransaction) -> None:
-    if transaction.nested:
-        saved = session.info.setdefault(_SAVED_KEY, {})
-        saved[transaction] = Counter(session.info.get(_PENDING_KEY) or ())
-
-
-@event.listens_for(Session, "after_soft_rollback")
-def _rolled_back(session: Session, previous: SessionTransaction) -> None:
-    saved = session.info.get(_SAVED_KEY) or {}
-    if previous.nested and previous in saved:
-        session.info[_PENDING_KEY] = saved.pop(previous)
-
-
-@event.listens_for(Session, "after_transaction_end")
-def _ended(session: Session, transaction: SessionTransaction) -> None:
-    if transaction.parent is None and not transaction.nested:
-        # Committed (written), rolled back or closed: nothing of it is left to write.
-        session.info.pop(_PENDING_KEY, None)
-        session.info.pop(_SAVED_KEY, None)

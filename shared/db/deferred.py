@@ -9,6 +9,10 @@ registered) are added then. All of them come after every ORM write of the transa
 and when those are INSERTs with nothing to read back (a new run's row), the ORM's flush
 goes in the same pipeline.
 
+What a transaction holds for its commit (its deferred writes, the step counters'
+changes) lives in ``pending`` lists, which follow savepoints: what was added inside one
+that rolls back is dropped with it, and all of it is gone when the transaction ends.
+
 SQLAlchemy's own commit then finds the connection idle, where psycopg's commit() does
 nothing. A failure anywhere in the pipeline raises before the commit is acknowledged,
 as SQLAlchemy's own error (shared/db/pipelined.py), and SQLAlchemy rolls back as after
@@ -25,14 +29,21 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from shared.db.pipelined import pipelined
 
-_KEY = "skillq.deferred"  # session.info: [(sql, params)] in the order deferred
-_SAVED_KEY = "skillq.deferred_saved"  # session.info: savepoint -> writes before it
+_LISTS = "skillq.pending"  # session.info: key -> [what was added, in order]
+_SAVED = "skillq.pending_saved"  # session.info: savepoint -> {key: length at its start}
+_WRITES = "skillq.deferred"  # the pending list of (sql, params) to send
 _producers: list[Callable[[Session], None]] = []
+
+
+def pending(session: Session, key: str) -> list[Any]:
+    """The session's list under ``key``, held for this transaction's commit."""
+    lists: dict[str, list[Any]] = session.info.setdefault(_LISTS, {})
+    return lists.setdefault(key, [])
 
 
 def defer(session: Session, sql: str, params: Mapping[str, Any]) -> None:
     """Send ``sql`` (psycopg's ``%(name)s`` parameters) with this transaction's COMMIT."""
-    session.info.setdefault(_KEY, []).append((sql, dict(params)))
+    pending(session, _WRITES).append((sql, dict(params)))
 
 
 def notify(session: Session, channel: str, payload: str) -> None:
@@ -57,7 +68,8 @@ def _send(session: Session) -> None:
         session.flush()  # the ORM's writes go first, on their own: it reads row counts
     for produce in _producers:
         produce(session)
-    writes: list[tuple[str, dict[str, Any]]] = session.info.pop(_KEY, None) or []
+    writes: list[tuple[str, dict[str, Any]]] = list(pending(session, _WRITES))
+    pending(session, _WRITES).clear()
     if not writes and not (inserts and session.new):
         return
     with pipelined(session) as pg:
@@ -83,19 +95,22 @@ def _inserts_only(session: Session) -> bool:
 @event.listens_for(Session, "after_transaction_create")
 def _savepoint(session: Session, transaction: SessionTransaction) -> None:
     if transaction.nested:
-        saved = session.info.setdefault(_SAVED_KEY, {})
-        saved[transaction] = len(session.info.get(_KEY) or ())
+        lists: dict[str, list[Any]] = session.info.get(_LISTS) or {}
+        saved = session.info.setdefault(_SAVED, {})
+        saved[transaction] = {key: len(items) for key, items in lists.items()}
 
 
 @event.listens_for(Session, "after_soft_rollback")
 def _rolled_back(session: Session, previous: SessionTransaction) -> None:
-    saved = session.info.get(_SAVED_KEY) or {}
+    saved = session.info.get(_SAVED) or {}
     if previous.nested and previous in saved:
-        del session.info.setdefault(_KEY, [])[saved.pop(previous):]
+        at_start = saved.pop(previous)
+        for key, items in (session.info.get(_LISTS) or {}).items():
+            del items[at_start.get(key, 0):]
 
 
 @event.listens_for(Session, "after_transaction_end")
 def _ended(session: Session, transaction: SessionTransaction) -> None:
     if transaction.parent is None and not transaction.nested:
-        session.info.pop(_KEY, None)  # committed (sent), rolled back or closed
-        session.info.pop(_SAVED_KEY, None)
+        session.info.pop(_LISTS, None)  # committed (sent), rolled back or closed
+        session.info.pop(_SAVED, None)
