@@ -272,6 +272,13 @@ _LOCK_RUN = (f"SELECT {', '.join(_RUN_COLUMNS)} FROM pipeline_runs "  # noqa: S6
 check_step(StepState.PENDING, StepState.RUNNING)  # the claim's one transition, at import
 
 
+def _claim_params(ids: Sequence[str], worker: str, pid: int, daemon: str | None,
+                  now: datetime) -> dict[str, Any]:
+    return {"ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
+            "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
+            "ended": _values(ENDED_RUN)}
+
+
 def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int,
                   daemon: str | None, now: datetime) -> dict[str, Claimed]:
     """Mark the pending ones of ``ids`` running for this process; by id.
@@ -279,10 +286,7 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
     Two deliveries of one message race on the row lock: the second re-checks the pending
     state after the first commits and claims nothing. A run that ended claims nothing.
     """
-    rows = session.execute(_CLAIM, {
-        "ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
-        "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
-        "ended": _values(ENDED_RUN)}).all()
+    rows = session.execute(_CLAIM, _claim_params(ids, worker, pid, daemon, now)).all()
     moved_rows(session, rows, StepState.PENDING, StepState.RUNNING)
     return {r.id: Claimed(r.id, r.run_id, r.step_id, r.skill, r.version, r.attempt, r.inputs,
                           r.vault, r.workdir) for r in rows}
@@ -299,10 +303,7 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     the claim's transaction (workers/step_runner.py)."""
     with pipelined(session) as pg:
         claimed = pg.cursor(row_factory=dict_row)
-        claimed.execute(_CLAIM_SQL, {
-            "ids": [row_id], "worker": worker, "pid": pid, "daemon": daemon, "now": now,
-            "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
-            "ended": _values(ENDED_RUN)})
+        claimed.execute(_CLAIM_SQL, _claim_params([row_id], worker, pid, daemon, now))
         locked = pg.cursor(row_factory=dict_row)
         locked.execute(_LOCK_RUN, {"run": row_id.rsplit("/", 3)[0]})
     row = claimed.fetchone()
