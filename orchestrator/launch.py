@@ -431,14 +431,18 @@ class _Listener:
     def wait(self, run_id: str, timeout_s: float, channel: str = RUN_DONE_CHANNEL) -> bool:
         """Until ``channel`` announces the run (True) or ``timeout_s`` passed (False)."""
         assert self._pg is not None
-        if (channel, run_id) in self._heard:
-            return True
-        for note in self._pg.notifies(timeout=timeout_s):
-            if note.payload == run_id:
-                self._heard.add((note.channel, run_id))
-                if note.channel == channel:
-                    return True
-        return False
+        deadline, polled = time.monotonic() + timeout_s, False
+        while (channel, run_id) not in self._heard:
+            left_s = deadline - time.monotonic()
+            if polled and left_s <= 0:
+                return False
+            polled = True  # at least once, with a timeout of 0 too
+            # Each batch read whole (stop_after): leaving the generator mid-batch would
+            # drop the notices read with the one awaited, such as this run's files'.
+            for note in self._pg.notifies(timeout=max(0.0, left_s), stop_after=1):
+                if note.payload == run_id:
+                    self._heard.add((note.channel, run_id))
+        return True
 
     def await_files(self, conn: Connection, run: PipelineRun) -> None:
         """Until the ended run's benchmarks.json windows are written (up to FILES_WAIT_S).

@@ -4,13 +4,15 @@ a kept one hears nothing, and one the server dropped while kept is replaced unse
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from conftest import Stack
 
+from lifecycle.recording import FILES_DONE_CHANNEL
 from lifecycle.tasks import RUN_DONE_CHANNEL
-from orchestrator import run_listeners
+from orchestrator import launch, run_listeners
 from shared.db import libpq
 
 pytestmark = pytest.mark.integration
@@ -68,3 +70,22 @@ def test_no_more_than_max_idle_are_kept(url: str) -> None:
     for pg in taken:
         run_listeners.give_back(url, pg)
     assert sum(pg.closed for pg in taken) == 1
+
+
+def test_a_run_s_end_and_files_notices_in_one_packet_are_both_heard(url: str) -> None:
+    """A busy client may read a run's end and its files' notice from the socket in one
+    go: the wait that returns at the end must keep the files' notice for the next wait
+    (a `skillq run` once waited the whole FILES_WAIT_S for a notice it had dropped)."""
+    listener = launch._Listener(url)
+    listener.open()
+    try:
+        with libpq.connect(url) as other:  # one commit: both notices go out together
+            other.execute("SELECT pg_notify(%s, 'run-1'), pg_notify(%s, 'run-1')",
+                          (RUN_DONE_CHANNEL, FILES_DONE_CHANNEL))
+        time.sleep(0.2)  # both arrive before the client reads any
+        assert listener.wait("run-1", 2.0)
+        t0 = time.monotonic()
+        assert listener.wait("run-1", 2.0, FILES_DONE_CHANNEL)
+        assert time.monotonic() - t0 < 1.0  # heard already, not waited out
+    finally:
+        listener.close()
