@@ -31,6 +31,7 @@ from lifecycle.recording import FilesDue
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
 from lifecycle.run_end import count_run, finish_parent
 from shared.cache import input_hash
+from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.manifest import OnFailure
 from shared.notes import note_lost_step
@@ -438,7 +439,10 @@ def lock_run(session: Session, run_id: str) -> PipelineRun | None:
     new: PipelineRun | None = session.info.get(transitions.NEW_RUNS, {}).get(run_id)
     if new is not None and new in session:
         return new
-    return session.get(PipelineRun, run_id, options=LAZY, with_for_update=True)
+    run = session.get(PipelineRun, run_id, options=LAZY, with_for_update=True)
+    if run is not None:
+        deferred.held(session, run)  # its UPDATE goes in the commit's pipeline
+    return run
 
 
 def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
@@ -448,6 +452,7 @@ def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
     run = PipelineRun(**columns)
     make_transient_to_detached(run)
     session.add(run)
+    deferred.held(session, run)
     return run
 
 

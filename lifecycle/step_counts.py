@@ -9,7 +9,7 @@ batch, made a wide fan-out quadratic). The planner decides from the attempts' ro
 themselves, which it sees with its own transaction's changes.
 
 How many items are in each state (a waiting client's progress) is kept in step_counts:
-lifecycle/transitions.py reports every state change here (``moved``) and the changes are
+lifecycle/transitions/ reports every state change here (``moved``) and the changes are
 written when the transaction commits, after its other writes, as one statement in key
 order. Taken last and in one order, the counter rows' locks are never part of a lock
 cycle: a transaction holding one waits for nothing but the others, in the same order.

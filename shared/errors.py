@@ -282,7 +282,7 @@ class ArtifactError(SkillqError):
 
 
 class IllegalTransition(SkillqError):
-    """A state change the machine does not allow; lifecycle/transitions.py refuses it."""
+    """A state change the machine does not allow; lifecycle/transitions/ refuses it."""
 
 
 class AgentError(SkillqError):

@@ -6,7 +6,7 @@ message expires (after that the expiry check refuses it anyway), so it costs abo
 ends (``task_postrun``, in the process that ran it), not when the message arrives: a
 broker redelivery of a message whose task never finished (its worker was killed, the
 visibility timeout passed) still runs, and the step claims in PostgreSQL keep it from
-running a step twice (lifecycle/transitions.py). A task that rejected its message to have
+running a step twice (lifecycle/transitions/). A task that rejected its message to have
 it requeued (a database outage) did not finish: its message is not marked.
 
 Redis unreachable: the check lets the message through (logged once per outage) rather

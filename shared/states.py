@@ -8,7 +8,7 @@
               failed -> skipped (the planner drops a failed item under on_failure: skip)
               retrying and lost are terminal for that attempt: a new attempt row follows
 
-Only lifecycle/transitions.py writes these states; every write there is checked against
+Only lifecycle/transitions/ writes these states; every write there is checked against
 the tables below, and its SQL guards are built from them (``sources``).
 """
 

@@ -118,8 +118,12 @@ def _record(ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
         return record_in(session, ctx, done)
 
 
-def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, Result]]
-               ) -> tuple[set[str], set[tuple[str, str]]]:
+def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, Result]],
+              *, claimed_at: datetime | None = None) -> tuple[set[str], set[tuple[str, str]]]:
+    """Record finished attempts in the caller's transaction: the runs due for planning,
+    and the fan-out steps whose open items are to be counted after the commit.
+    ``claimed_at``: the attempts were claimed in this very transaction, then (their
+    finishes go with the COMMIT: transitions.finish_held)."""
     due: set[str] = set()
     steps: set[tuple[str, str]] = set()
     totals: dict[str, skill_stats.Totals] = {}
@@ -130,7 +134,7 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
             continue
         outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
             if result.outputs is not None else None
-        mine = transitions.finish_attempt(session, {
+        values = {
             "id": job.row_id, "state": result.state.value, "outputs": outputs,
             "error": result.error, "error_kind": result.error_kind,
             "cache_hit": result.cache_hit, "exit_code": result.exit_code,
@@ -138,8 +142,11 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
             "now": now, "duration_ms": result.duration_ms,
             "not_before": result.not_before, "cost_usd": result.cost_usd,
             "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
-            **screen_columns(result.screen)},
-            pid=ctx.pid)
+            **screen_columns(result.screen)}
+        mine = transitions.finish_attempt(session, values, pid=ctx.pid) \
+            if claimed_at is None else transitions.finish_held(
+                session, values, pid=ctx.pid, run_id=job.run_id, step_id=job.step_id,
+                item_index=job.item_index, started_at=claimed_at, source=job.source)
         if mine is None:
             continue  # re-dispatched meanwhile (declared lost): the new attempt counts
         if StepState(result.state).final:

@@ -84,15 +84,10 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     def fast() -> dict[str, Claim]:
         now = datetime.now(UTC)
         with transaction(ctx.database_url) as session:
-            claims = {c.id: Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id,
-                                  skill=c.skill, version=c.version, attempt=c.attempt,
-                                  inputs=unpack(session, c.inputs), workdir=c.workdir,
-                                  vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
-                      for c in transitions.claim_pending(
-                          session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon,
-                          now=now).values()}
-            _look_up_cache(session, list(claims.values()))  # one transaction, not two
-            return claims
+            jobs = {c.id: _job(ctx, session, c) for c in transitions.claim_pending(
+                session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon, now=now).values()}
+            _look_up_cache(session, list(jobs.values()))  # one transaction, not two
+            return jobs
 
     # While the database is away the message stays reserved here, unacknowledged.
     taken = outlasting(ctx, fast, "claiming a step")
@@ -157,7 +152,16 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost
         vault = Path(run.vault) if Path(run.vault).is_dir() else ctx.vault
         return Claim(row_id=row.id, run_id=row.run_id, step_id=row.step_id, skill=row.skill,
                      version=row.version, attempt=row.attempt,
-                     inputs=unpack(session, row.inputs), workdir=plan.workdir, vault=vault)
+                     inputs=unpack(session, row.inputs), workdir=plan.workdir, vault=vault,
+                     source=row.source)
+
+
+def _job(ctx: WorkerContext, session: Session, c: transitions.Claimed) -> Claim:
+    """A claimed attempt as the runner carries it."""
+    return Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id, skill=c.skill,
+                 version=c.version, attempt=c.attempt, inputs=unpack(session, c.inputs),
+                 workdir=c.workdir, vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault,
+                 source=c.source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,21 +190,19 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     and only if no other transaction holds it: waiting for it while holding the
     attempt's row could deadlock with a cancel, which takes the run's row first. Held
     elsewhere, the hit is recorded as any result is (``finish_batch``)."""
+    now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
         c, locked = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
-                                           daemon=ctx.daemon, now=datetime.now(UTC))
+                                      daemon=ctx.daemon, now=now)
         if c is None:
             return None
-        job = Claim(row_id=c.id, run_id=c.run_id, step_id=c.step_id, skill=c.skill,
-                    version=c.version, attempt=c.attempt, inputs=unpack(session, c.inputs),
-                    workdir=c.workdir,
-                    vault=Path(c.vault) if Path(c.vault).is_dir() else ctx.vault)
+        job = _job(ctx, session, c)
         _look_up_cache(session, [job])
         result = _cache_hit(ctx, job)
         run = locked_run(session, locked) if result is not None and locked else None
         if result is None or run is None:
             return _Lone(job)
-        due, _ = record_in(session, ctx, [(job, result)])
+        due, _ = record_in(session, ctx, [(job, result)], claimed_at=now)
         return _Lone(job, result, plan_in(session, run) if job.run_id in due else None)
 
 

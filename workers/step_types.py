@@ -24,13 +24,18 @@ class Claim:
     inputs: dict[str, Any]
     workdir: str | None
     vault: Path  # the run's vault when this machine has it, else the worker's own
+    source: str  # the run's source (production, test_window, ...): success rates count it
     # Its cache entry, looked up with the claim: {key: outputs}, empty for a miss; None
     # when not looked up there (``execute`` looks it up itself).
     cached: Mapping[str, Any] | None = None
 
     @property
+    def item_index(self) -> int:
+        return int(self.row_id.rsplit("/", 2)[1])  # "<run>/<step>/<item>/<attempt>"
+
+    @property
     def fans_out(self) -> bool:
-        return self.row_id.rsplit("/", 2)[1] != "-1"  # "<run>/<step>/<item>/<attempt>"
+        return self.item_index != -1
 
 
 @dataclass

@@ -5,9 +5,12 @@ skill's running totals, the step counters, the NOTIFY of a run's end. ``defer`` 
 them in the session, and at the commit they go out in one psycopg pipeline together
 with the COMMIT itself, instead of a round trip each and one more for the COMMIT.
 Writes that must come last (``at_commit`` producers, run in the order they were
-registered) are added then. All of them come after every ORM write of the transaction,
-and when those are INSERTs with nothing to read back (a new run's row), the ORM's flush
-goes in the same pipeline.
+registered) are added then. All of them come after every ORM write of the transaction.
+The ORM's writes go in the same pipeline when none needs an answer: INSERTs with nothing
+to read back (a new run's row), and UPDATEs of rows this transaction holds FOR UPDATE
+(``held``: such an UPDATE cannot miss its row, so its row count, which a pipeline gives
+only at its sync and SQLAlchemy checks, needs no check). Those UPDATEs are sent as Core
+statements of the changed columns, and the objects marked as having been written.
 
 What a transaction holds for its commit (its deferred writes, the step counters'
 changes) lives in ``pending`` lists, which follow savepoints: what was added inside one
@@ -24,14 +27,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import event, inspect
+from sqlalchemy import event, inspect, update
 from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.db.pipelined import pipelined
 
 _LISTS = "skillq.pending"  # session.info: key -> [what was added, in order]
 _SAVED = "skillq.pending_saved"  # session.info: savepoint -> {key: length at its start}
 _WRITES = "skillq.deferred"  # the pending list of (sql, params) to send
+_HELD = "skillq.held"  # the pending list of identity keys of rows locked FOR UPDATE
 _producers: list[Callable[[Session], None]] = []
 
 
@@ -55,6 +60,12 @@ def notify(session: Session, channel: str, payload: str) -> None:
 _NOTIFY = "SELECT pg_notify(%(channel)s, %(payload)s)"
 
 
+def held(session: Session, obj: object) -> None:
+    """``obj``'s row is locked FOR UPDATE by this transaction (from now until it ends, or
+    a savepoint begun before rolls back, which releases the lock too)."""
+    pending(session, _HELD).append(inspect(obj).identity_key)
+
+
 def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
     """Register ``producer`` to ``defer`` the writes that come last, at every commit."""
     _producers.append(producer)
@@ -63,33 +74,57 @@ def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
 
 @event.listens_for(Session, "before_commit")
 def _send(session: Session) -> None:
-    inserts = _inserts_only(session)
-    if not inserts:
+    updates = _pipelinable(session)
+    if updates is None:
         session.flush()  # the ORM's writes go first, on their own: it reads row counts
     for produce in _producers:
         produce(session)
     writes: list[tuple[str, dict[str, Any]]] = list(pending(session, _WRITES))
     pending(session, _WRITES).clear()
-    if not writes and not (inserts and session.new):
+    if not writes and not (updates or (updates is not None and session.new)):
         return
     with pipelined(session) as pg:
-        if inserts:
-            session.flush()  # INSERTs only, with nothing to read back: in the pipeline
+        if updates is not None:
+            _update_held(session, updates)
+            session.flush()  # INSERTs only now, with nothing to read back
         for sql, params in writes:
             pg.execute(sql, params)
         pg.commit()
 
 
-def _inserts_only(session: Session) -> bool:
-    """What the session would flush is INSERTs only, of rows whose mapper reads nothing
-    back (``eager_defaults`` off, their keys given): a flush the pipeline can take."""
-    if session.dirty or session.deleted:
-        return False
+def _pipelinable(session: Session) -> list[object] | None:
+    """The changed objects to UPDATE in the pipeline, when the session's whole flush can
+    go there (INSERTs of rows whose mapper reads nothing back: ``eager_defaults`` off,
+    their keys given; UPDATEs of ``held`` rows); None when it cannot."""
+    if session.deleted:
+        return None
     for obj in session.new:
         mapper = inspect(type(obj))
         if mapper.eager_defaults is not False or None in mapper.primary_key_from_instance(obj):
-            return False
-    return True
+            return None
+    changed = [obj for obj in session.dirty if session.is_modified(obj)]
+    if changed:
+        locked = set(pending(session, _HELD))
+        if any(inspect(obj).identity_key not in locked for obj in changed):
+            return None
+    return changed
+
+
+def _update_held(session: Session, objs: list[object]) -> None:
+    connection = session.connection()
+    for obj in objs:
+        state = inspect(obj)
+        mapper = state.mapper
+        changed = {prop: history.added[0] for prop in mapper.column_attrs
+                   if (history := state.attrs[prop.key].history).added}
+        if not changed:
+            continue
+        keys = zip(mapper.primary_key, mapper.primary_key_from_instance(obj), strict=True)
+        connection.execute(update(mapper.local_table)
+                           .where(*(column == key for column, key in keys))
+                           .values({prop.columns[0]: value for prop, value in changed.items()}))
+        for prop, value in changed.items():  # written: nothing left for the ORM's flush
+            set_committed_value(obj, prop.key, value)
 
 
 @event.listens_for(Session, "after_transaction_create")

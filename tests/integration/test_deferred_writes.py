@@ -1,21 +1,24 @@
 """Writes deferred to the commit (shared/db/deferred.py), against real PostgreSQL: they
 land with the transaction's COMMIT and only then, a failing one takes the whole
 transaction with it as SQLAlchemy's own error, and one made in a rolled-back savepoint
-is never sent."""
+is never sent. The UPDATE of a row the transaction holds FOR UPDATE goes with them."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import Stack
-from sqlalchemy import text
+from psycopg import pq
+from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
+from lifecycle.planner import lock_run
 from shared.db import deferred, libpq
 from shared.db.models import PipelineRun
-from shared.db.session import transaction
+from shared.db.session import engine_for, transaction
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +99,96 @@ def test_a_new_row_s_insert_joins_the_pipeline_and_fails_with_it(url: str) -> No
     assert stored(url) == [(1, run_id)]
     with transaction(url) as session:
         session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
+
+
+def run_state(url: str, run_id: str) -> tuple[str, Any]:
+    with libpq.connect(url) as pg:
+        row = pg.execute("SELECT state, progress FROM pipeline_runs WHERE id = %s",
+                         (run_id,)).fetchone()
+    assert row is not None
+    return str(row[0]), row[1]
+
+
+@pytest.fixture
+def run_id(url: str) -> Iterator[str]:
+    run_id = f"run-held-{uuid.uuid4().hex[:8]}"
+    with transaction(url) as session:
+        session.add(a_run(run_id))
+    yield run_id
+    with transaction(url) as session:
+        session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
+
+
+def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str) -> None:
+    """A row this transaction holds FOR UPDATE (planner.lock_run) is written in the
+    commit's pipeline, with the deferred writes: not sent before the COMMIT."""
+    sent: list[pq.PipelineStatus] = []  # how each UPDATE of the run went out
+
+    def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("UPDATE pipeline_runs"):
+            sent.append(conn.connection.driver_connection.pgconn.pipeline_status)
+
+    event.listen(engine_for(url), "before_cursor_execute", seen)
+    try:
+        with transaction(url) as session:
+            run = lock_run(session, run_id)
+            assert run is not None
+            run.state, run.progress = "running", {"one": {"state": "running", "items": 1}}
+            deferred.defer(session, PUT, {"id": 1, "what": "with it"})
+            # Not flushed yet (a Connection's execute does not autoflush): the UPDATE
+            # waits for the commit.
+            assert session.connection().execute(
+                text("SELECT state FROM pipeline_runs WHERE id = :id"), {"id": run_id}
+            ).scalar() == "pending"
+    finally:
+        event.remove(engine_for(url), "before_cursor_execute", seen)
+    assert sent == [pq.PipelineStatus.ON]  # in the COMMIT's round trip
+    assert run_state(url, run_id) == ("running", {"one": {"state": "running", "items": 1}})
+    assert stored(url) == [(1, "with it")]
+    assert not session.is_modified(run)  # written: nothing left for the ORM to flush
+
+
+def test_a_failing_held_update_rolls_back_the_whole_transaction(url: str,
+                                                                 run_id: str) -> None:
+    with pytest.raises(IntegrityError), transaction(url) as session:
+        run = lock_run(session, run_id)
+        assert run is not None
+        run.state = "running"
+        run.skill = None  # type: ignore[assignment]  # NOT NULL: fails at the sync
+        deferred.defer(session, PUT, {"id": 1, "what": "lost with it"})
+    assert run_state(url, run_id)[0] == "pending"
+    assert stored(url) == []
+
+
+def test_other_changed_rows_go_the_orm_s_way_with_the_held_one(url: str,
+                                                               run_id: str) -> None:
+    """A changed row this transaction does not hold is flushed as the ORM flushes (its
+    row count checked), before the commit's pipeline; both are written."""
+    other = f"run-other-{uuid.uuid4().hex[:8]}"
+    with transaction(url) as session:
+        session.add(a_run(other))
+    try:
+        with transaction(url) as session:
+            held = lock_run(session, run_id)
+            unheld = session.get(PipelineRun, other)
+            assert held is not None and unheld is not None
+            held.state, unheld.state = "running", "failed"
+        assert run_state(url, run_id)[0] == "running"
+        assert run_state(url, other)[0] == "failed"
+    finally:
+        with transaction(url) as session:
+            session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": other})
+
+
+def test_a_row_locked_in_a_rolled_back_savepoint_is_not_held(url: str, run_id: str) -> None:
+    """Rolling back to a savepoint releases the locks taken after it: the row's later
+    UPDATE goes the ORM's way, and is written all the same."""
+    with transaction(url) as session:
+        with pytest.raises(RuntimeError), session.begin_nested():
+            assert lock_run(session, run_id) is not None
+            raise RuntimeError("undo the savepoint")
+        run = session.get(PipelineRun, run_id)
+        assert run is not None
+        run.state = "running"
+        assert deferred.pending(session, "skillq.held") == []
+    assert run_state(url, run_id)[0] == "running"

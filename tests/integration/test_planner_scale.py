@@ -6,7 +6,7 @@ redelivered claims and finishes counted once, retries and losses given exactly o
 attempt, failures skipped, cancellation counted, and the per-step counts a waiting
 client reads (lifecycle/step_counts.py) equal to a count of the newest attempts.
 
-Nothing is sent to a queue: the test plays the workers with lifecycle/transitions.py,
+Nothing is sent to a queue: the test plays the workers with lifecycle/transitions/,
 and clears each run's watch time so the workers' sweep leaves its runs alone.
 """
 

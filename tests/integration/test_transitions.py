@@ -1,4 +1,4 @@
-"""The one writer of run and step states (lifecycle/transitions.py), against PostgreSQL.
+"""The one writer of run and step states (lifecycle/transitions/), against PostgreSQL.
 
 Each lifecycle function is called on real rows in the stack's database, in a transaction
 the test owns (the caller owns the transaction), and the rows are read back.

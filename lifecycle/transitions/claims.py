@@ -1,0 +1,109 @@
+"""The claim: a worker takes pending attempts for itself (pending -> running), or a
+redelivery takes over one whose process died."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from lifecycle.step_counts import moved, moved_rows
+from lifecycle.transitions.finishes import move
+from lifecycle.transitions.runs import ENDED_RUN
+from shared.db.models import PipelineRun, StepRun
+from shared.db.pipelined import pipelined
+from shared.states import (
+    StepState,
+    check_step,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: str
+    run_id: str
+    step_id: str
+    skill: str
+    version: int
+    attempt: int
+    inputs: Any
+    source: str
+    vault: str
+    workdir: str | None
+
+
+_CLAIM_SQL = (
+    "UPDATE step_runs s SET state = %(running)s, worker = %(worker)s, worker_pid = %(pid)s, "
+    "daemon = %(daemon)s, started_at = %(now)s, heartbeat_at = %(now)s FROM pipeline_runs r "
+    "WHERE s.id = ANY(%(ids)s) AND s.state = %(pending)s AND r.id = s.run_id "
+    "AND r.state <> ALL(%(ended)s) "
+    "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, s.source, "
+    "r.vault, "
+    "r.plan ->> 'workdir' AS workdir")
+_CLAIM = text(re.sub(r"%\((\w+)\)s", r":\1", _CLAIM_SQL))  # the same, for SQLAlchemy
+# A lone attempt's run, as planner.lock_run reads it (its lazy columns left out).
+_RUN_COLUMNS = [c.name for c in PipelineRun.__table__.columns
+                if c.name not in ("inputs", "outputs")]
+_LOCK_RUN = (f"SELECT {', '.join(_RUN_COLUMNS)} FROM pipeline_runs "  # noqa: S608 - the model's own column names
+             "WHERE id = %(run)s FOR UPDATE SKIP LOCKED")
+check_step(StepState.PENDING, StepState.RUNNING)  # the claim's one transition, at import
+
+
+def _claim_params(ids: Sequence[str], worker: str, pid: int, daemon: str | None,
+                  now: datetime) -> dict[str, Any]:
+    return {"ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
+            "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
+            "ended": [s.value for s in ENDED_RUN]}
+
+
+def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int,
+                  daemon: str | None, now: datetime) -> dict[str, Claimed]:
+    """Mark the pending ones of ``ids`` running for this process; by id.
+
+    Two deliveries of one message race on the row lock: the second re-checks the pending
+    state after the first commits and claims nothing. A run that ended claims nothing.
+    """
+    rows = session.execute(_CLAIM, _claim_params(ids, worker, pid, daemon, now)).all()
+    moved_rows(session, rows, StepState.PENDING, StepState.RUNNING)
+    return {r.id: Claimed(**r._asdict()) for r in rows}
+
+
+def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
+               daemon: str | None, now: datetime
+               ) -> tuple[Claimed | None, dict[str, Any] | None]:
+    """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
+    in one round trip with the transaction's BEGIN: the claim (or None), and the run's
+    columns but its inputs and outputs (None while another transaction holds the row:
+    it is never waited for, holding the attempt's, which a cancel takes the other way
+    round). For a step's only item, whose cache hit is recorded and its run planned in
+    the claim's transaction (workers/step_runner.py)."""
+    with pipelined(session) as pg:
+        claimed = pg.cursor(row_factory=dict_row)
+        claimed.execute(_CLAIM_SQL, _claim_params([row_id], worker, pid, daemon, now))
+        locked = pg.cursor(row_factory=dict_row)
+        locked.execute(_LOCK_RUN, {"run": row_id.rsplit("/", 3)[0]})
+    row = claimed.fetchone()
+    run = locked.fetchone()
+    if row is None:
+        return None, run
+    moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
+    return Claimed(**row), run
+
+
+def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,
+              now: datetime) -> None:
+    """A redelivery takes an attempt whose process died (or a pending one) for itself."""
+    move(row, StepState.RUNNING)
+    row.worker = worker
+    row.worker_pid = pid
+    row.daemon = daemon
+    row.started_at = now
+    row.heartbeat_at = now
+
+
