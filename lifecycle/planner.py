@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from lifecycle import step_counts, transitions
 from lifecycle.recording import FilesDue
-from lifecycle.routing import NoRoute, OnlineDaemon, Route, online_daemons, route
+from lifecycle.routing import NoRoute, OnlineDaemon, Route, recent_daemons, route
 from lifecycle.run_end import count_run, finish_parent
 from shared.cache import input_hash
 from shared.db import deferred
@@ -131,6 +131,7 @@ class _Advance:
         self.now = _now()
         self.next_due: datetime | None = None  # the earliest retry waiting for its time
         self.daemons: list[OnlineDaemon] | None = None  # read once, when a step is routed
+        self.earlier_read = False  # the daemons are this process's earlier read
         # Steps (never fan-outs: LONE_ITEM) whose only item this transaction recorded
         # succeeded: their stored outputs
         self.lone: dict[str, Any] = {
@@ -312,14 +313,17 @@ class _Advance:
         self.open_steps.add(step.id)  # its items were just inserted pending
         return False
 
-    def _route(self, step: PlanStep) -> Route:
-        if self.daemons is None:
+    def _route(self, step: PlanStep, reuse_s: float | None = None) -> Route:
+        if self.daemons is None or reuse_s is not None:
             with self.session.no_autoflush:  # a new run's row waits for the commit
-                self.daemons = online_daemons(self.session,
-                                              self.settings.daemon_offline_after_s)
+                self.daemons, self.earlier_read = recent_daemons(
+                    self.session, self.settings.daemon_offline_after_s,
+                    self.settings.routing_reuse_s if reuse_s is None else reuse_s)
         try:
             return route(step.queue, step.requires, self.daemons, step.agent)
         except NoRoute as exc:
+            if self.earlier_read:  # refused on an earlier read: only a fresh one may
+                return self._route(step, reuse_s=0.0)
             raise ResolveError(f"no daemon can run it: {exc}") from None
 
     def _batch_size(self, skill: str, items: int) -> int:

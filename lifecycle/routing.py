@@ -12,12 +12,14 @@ run is refused before anything is sent, naming what is missing and who lacks it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import DateTime, bindparam, select
+from sqlalchemy import DateTime, Engine, bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -66,6 +68,7 @@ _ONLINE = (select(Daemon.name, Daemon.role, Daemon.capabilities, Daemon.software
 
 
 def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemon]:
+    """The daemons with a worker heard from within ``offline_after_s``, read now."""
     cutoff = datetime.now(UTC) - timedelta(seconds=offline_after_s)
     # The columns routing reads, not the rows (a daemon's row lists its vault's skills).
     rows = session.execute(_ONLINE, {"cutoff": cutoff}).all()
@@ -79,6 +82,27 @@ def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemo
                          tuple(WorkerModels(frozenset(w.queues), frozenset(w.model_providers),
                                             w.agent_model) for w in ws))
             for d, ws in merged.values()]
+
+
+# What this process last read of the registry, by engine: (when, the daemons).
+_recent: WeakKeyDictionary[Engine, tuple[float, list[OnlineDaemon]]] = WeakKeyDictionary()
+
+
+def recent_daemons(session: Session, offline_after_s: float, reuse_s: float
+                   ) -> tuple[list[OnlineDaemon], bool]:
+    """The online daemons as this process read them at most ``reuse_s`` ago, else as
+    read now; and whether they are such an earlier read. A planning pass routes by them
+    (one round trip less for each: heartbeats come every few seconds, and a daemon
+    counts as online for ``offline_after_s`` after its last), and reads again before it
+    refuses a step (``reuse_s`` 0), so an earlier read never fails a run."""
+    bind = session.get_bind()
+    seen = _recent.get(bind) if isinstance(bind, Engine) else None
+    if seen is not None and time.monotonic() - seen[0] <= reuse_s:
+        return seen[1], True
+    daemons = online_daemons(session, offline_after_s)
+    if isinstance(bind, Engine):
+        _recent[bind] = (time.monotonic(), daemons)
+    return daemons, False
 
 
 def _lacks(daemon: OnlineDaemon, requires: Requires, queue: str = "",

@@ -30,7 +30,7 @@ from lifecycle.routing import (
     NoRoute,
     OnlineDaemon,
     ask_for_software,
-    online_daemons,
+    recent_daemons,
     route,
     unknown_software,
 )
@@ -106,11 +106,13 @@ def routes(conn: Connection, vault: Vault, plan: Plan
     if conn.local_workers is not None:
         _start_classes(conn, conn.local_workers, vault, steps)
     started = time.monotonic()
+    reuse_s = conn.settings.routing_reuse_s  # an earlier read serves when all is found
     while True:
         with transaction(conn.endpoints.database_url) as session:
-            daemons = online_daemons(session, conn.settings.daemon_offline_after_s)
+            daemons, earlier = recent_daemons(session, conn.settings.daemon_offline_after_s,
+                                              reuse_s)
             unknown = set().union(*(unknown_software(s.requires, daemons) for _, s in steps))
-            if unknown:
+            if unknown and not earlier:
                 ask_for_software(session, unknown)
         problems = []
         if not any(CONTROL_QUEUE in d.queues for d in daemons):
@@ -126,7 +128,12 @@ def routes(conn: Connection, vault: Vault, plan: Plan
         # software they were just asked about (their next heartbeat).
         patience_s = max(RECHECK_S, 2 * conn.settings.heartbeat_s + 1) if unknown \
             else RECHECK_S
-        if not (problems or unknown) or time.monotonic() - started > patience_s:
+        if not (problems or unknown):
+            break
+        if earlier:  # found wanting on an earlier read: read now before waiting
+            reuse_s = 0.0
+            continue
+        if time.monotonic() - started > patience_s:
             break
         time.sleep(0.2)
     if not problems:

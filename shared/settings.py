@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     daemon_offline_after_s: float = Field(default=30.0, gt=0, description="a daemon with no "
                                           "heartbeat for this long is shown offline and "
                                           "not routed to")
+    routing_reuse_s: float = Field(default=1.0, ge=0, description="a planning pass routes by "
+                                   "this process's read of the online daemons when it is at "
+                                   "most this old (a step is refused only on a fresh read); "
+                                   "0 = read them every pass")
     secrets_file: Path | None = Field(default=None, description="the 0600 secrets file; "
                                       "unset = <home>/secrets.toml")
     task_events: bool = Field(default=False, description="workers and clients send Celery "
