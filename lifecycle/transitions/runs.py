@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from lifecycle.step_counts import moved_rows
 from shared.cache import input_hash
+from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.states import (
     RunState,
@@ -45,6 +46,7 @@ def new_run(session: Session, *, run_id: str, skill: str, version: int, source: 
                       triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
                       agent_call=agent_call, retry_of=retry_of)
     session.add(run)
+    deferred.insert_plainly(session, run)  # as the planning passes leave it, at the commit
     # planner.lock_run takes it from here: a row this transaction inserted is seen by no
     # other, so it needs neither a lock nor a read (and, not yet flushed, it is inserted
     # as the first planning pass left it, not inserted and then updated).

@@ -10,7 +10,9 @@ The ORM's writes go in the same pipeline when none needs an answer: INSERTs with
 to read back (a new run's row), and UPDATEs of rows this transaction holds FOR UPDATE
 (``held``: such an UPDATE cannot miss its row, so its row count, which a pipeline gives
 only at its sync and SQLAlchemy checks, needs no check). Those UPDATEs are sent as Core
-statements of the changed columns, and the objects marked as having been written.
+statements of the changed columns, and the objects marked as having been written. A row
+written once per run (``insert_plainly``: a new run's) is inserted by a plain INSERT of
+its columns as the transaction left them, which costs half what the ORM's flush does.
 
 What a transaction holds for its commit (its deferred writes, the step counters'
 changes) lives in ``pending`` lists, which follow savepoints: what was added inside one
@@ -25,10 +27,12 @@ any failed COMMIT.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import Any
 
-from sqlalchemy import event, inspect, update
-from sqlalchemy.orm import Session, SessionTransaction
+from psycopg.types.json import Jsonb
+from sqlalchemy import JSON, event, inspect, update
+from sqlalchemy.orm import Session, SessionTransaction, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.db.pipelined import pipelined
@@ -37,6 +41,7 @@ _LISTS = "skillq.pending"  # session.info: key -> [what was added, in order]
 _SAVED = "skillq.pending_saved"  # session.info: savepoint -> {key: length at its start}
 _WRITES = "skillq.deferred"  # the pending list of (sql, params) to send
 _HELD = "skillq.held"  # the pending list of identity keys of rows locked FOR UPDATE
+_PLAIN = "skillq.plain_inserts"  # the pending list of new objects to INSERT by plain SQL
 _producers: list[Callable[[Session], None]] = []
 
 
@@ -66,6 +71,14 @@ def held(session: Session, obj: object) -> None:
     pending(session, _HELD).append(inspect(obj).identity_key)
 
 
+def insert_plainly(session: Session, obj: object) -> None:
+    """``obj``, new in the session, is inserted at the commit by a plain INSERT of its
+    columns as they are then, in the commit's pipeline, rather than by the ORM's flush
+    (a row written once, such as a new run's: the ORM's flush of it costs as much as the
+    rest of the commit). No other new row may need to be inserted before it."""
+    pending(session, _PLAIN).append(obj)
+
+
 def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
     """Register ``producer`` to ``defer`` the writes that come last, at every commit."""
     _producers.append(producer)
@@ -85,6 +98,10 @@ def _send(session: Session) -> None:
         return
     with pipelined(session) as pg:
         if updates is not None:
+            for obj in pending(session, _PLAIN):
+                if obj in session.new:  # not flushed by the ORM meanwhile
+                    pg.execute(*_plain_insert(obj))
+                    _persisted(session, obj)
             _update_held(session, updates)
             session.flush()  # INSERTs only now, with nothing to read back
         for sql, params in writes:
@@ -108,6 +125,30 @@ def _pipelinable(session: Session) -> list[object] | None:
         if any(inspect(obj).identity_key not in locked for obj in changed):
             return None
     return changed
+
+
+def _plain_insert(obj: object) -> tuple[str, dict[str, Any]]:
+    """The INSERT of ``obj``'s set columns, as psycopg takes it (JSON as Jsonb, an enum
+    as its value)."""
+    state = inspect(obj)
+    params: dict[str, Any] = {}
+    for prop in state.mapper.column_attrs:
+        if prop.key in state.dict:
+            column, value = prop.columns[0], state.dict[prop.key]
+            params[column.name] = Jsonb(value) if isinstance(column.type, JSON) else \
+                value.value if isinstance(value, Enum) else value
+    names = ", ".join(params)
+    marks = ", ".join(f"%({name})s" for name in params)
+    return (f"INSERT INTO {state.mapper.local_table.name} ({names}) "  # noqa: S608 - the model's own names
+            f"VALUES ({marks})", params)
+
+
+def _persisted(session: Session, obj: object) -> None:
+    """``obj`` as the ORM holds a row it has written: persistent, nothing to flush (its
+    unset columns, the database's defaults, are read when first used)."""
+    session.expunge(obj)
+    make_transient_to_detached(obj)
+    session.add(obj)
 
 
 def _update_held(session: Session, objs: list[object]) -> None:

@@ -19,6 +19,7 @@ from lifecycle.planner import lock_run
 from shared.db import deferred, libpq
 from shared.db.models import PipelineRun
 from shared.db.session import engine_for, transaction
+from shared.states import RunState
 
 pytestmark = pytest.mark.integration
 
@@ -192,3 +193,34 @@ def test_a_row_locked_in_a_rolled_back_savepoint_is_not_held(url: str, run_id: s
         run.state = "running"
         assert deferred.pending(session, "skillq.held") == []
     assert run_state(url, run_id)[0] == "running"
+
+
+def test_a_plain_insert_writes_the_row_as_the_transaction_left_it(url: str) -> None:
+    """A new run's row (transitions.new_run) is inserted by a plain INSERT in the
+    commit's pipeline, with its columns as they are at the commit; a duplicate fails
+    there as the ORM's INSERT would, taking the transaction with it."""
+    run_id = f"run-plain-{uuid.uuid4().hex[:8]}"
+    try:
+        with transaction(url) as session:
+            run = a_run(run_id)
+            session.add(run)
+            deferred.insert_plainly(session, run)
+            run.state = RunState.RUNNING  # an enum: stored as its value
+            run.progress = {"one": {"state": "running", "items": 1}}
+            deferred.defer(session, PUT, {"id": 1, "what": run_id})
+        assert run_state(url, run_id) == ("running", {"one": {"state": "running",
+                                                              "items": 1}})
+        assert stored(url) == [(1, run_id)]
+        with transaction(url) as session:
+            again = session.get(PipelineRun, run_id)
+            assert again is not None and again.created_at is not None  # the server's
+            assert again.plan == {"steps": []} and again.outputs is None
+        with pytest.raises(IntegrityError), transaction(url) as session:
+            twin = a_run(run_id)
+            session.add(twin)
+            deferred.insert_plainly(session, twin)
+            deferred.defer(session, PUT, {"id": 2, "what": "lost with it"})
+        assert stored(url) == [(1, run_id)]
+    finally:
+        with transaction(url) as session:
+            session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
