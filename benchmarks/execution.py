@@ -48,6 +48,9 @@ Figures (ratio, target):
 Informational rows (no target) break the gaps down:
   a2 a3 a4   latency of a script step; raw Celery with skillq's Celery settings (acks_late,
              prefetch 1, task events, track_started); `skillq run` from the shell
+  a-cpu      CPU milliseconds one one-step run costs each process group (this client, the
+             worker with its pool, PostgreSQL, Redis), each side alone; the client's
+             includes this benchmark's progress display, on both sides
   b2 b3      the script fan-out against no-ops; a no-op group with skillq's Celery settings
   *-cpu      CPU seconds of each process group (skillq worker and its pool children and
              their subprocesses, PostgreSQL, Redis, this client) during a fan-out

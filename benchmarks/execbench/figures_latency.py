@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import raw_tasks
@@ -82,6 +82,33 @@ def fig_latency(b: Bench, n: int, warm: int) -> list[Figure]:
             samples={"skillq_s": sk, "raw_s": raw,
                      "skillq_phases_ms": latency_phases(b.s.db, run_ids, seen)}))
     return out
+
+
+def fig_latency_cpu(b: Bench, n: int) -> Figure:
+    """CPU milliseconds one one-step run costs every process, each side alone (as in
+    figure a: an idle pause before each run): on a small machine, what bounds latency."""
+    ran: dict[str, Callable[[], object]] = {
+        "raw": lambda: b.raw_once(b.s.raw, raw_tasks.NOOP),
+        "skillq": lambda: b.skillq_once("bench-cached")}
+    per_run: dict[str, dict[str, float]] = {}
+    tick = b._items("CPU of one-step runs", 2 * n)
+    for side, once in ran.items():
+        with b.cpu() as cpu:
+            for i in range(n):
+                time.sleep(SETTLE_S)
+                once()
+                tick(i + 1 + (n if side == "skillq" else 0))
+        groups = ("skillq", "postgres", "redis", "client") if side == "skillq" else \
+            ("raw", "redis", "client")
+        per_run[side] = {g: round(v / n * 1000, 2) for g, v in cpu.only(*groups).items()}
+    totals = {side: sum(ms.values()) for side, ms in per_run.items()}
+    shown = "; ".join(f"{side}: " + ", ".join(f"{g} {ms:.1f}" for g, ms in groups.items())
+                      for side, groups in per_run.items())
+    return Figure("a-cpu", "CPU ms per one-step run, all processes (cache hit vs no-op)",
+                  totals["skillq"], totals["raw"], "ms",
+                  totals["skillq"] / totals["raw"] if totals["raw"] else None,
+                  note=f"{n} runs each; {shown} (skillq: its worker with its pool)",
+                  samples={"per_run_ms": per_run})
 
 
 FLOOR_TABLE = "CREATE TEMP TABLE IF NOT EXISTS latency_floor (id int PRIMARY KEY, v jsonb)"

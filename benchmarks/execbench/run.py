@@ -16,7 +16,13 @@ from .cli import config, parse_args, selected
 from .config import SKILLQ_WORKER, console, progress_display
 from .figure import Figure
 from .figures_fanout import fig_big_vault, fig_fanouts, fig_strict_fan, fig_widths
-from .figures_latency import cli_latency, fig_durable_floor, fig_latency, fig_strict_latency
+from .figures_latency import (
+    cli_latency,
+    fig_durable_floor,
+    fig_latency,
+    fig_latency_cpu,
+    fig_strict_latency,
+)
 from .figures_records import fig_records
 from .figures_scale import fig_scale
 from .profiling import profile
@@ -65,6 +71,7 @@ def main(description: str, argv: list[str] | None = None) -> int:
                 figures += fig_latency(b, cfg["latency_n"], cfg["latency_warm"])
                 figures.append(fig_strict_latency(b, cfg["latency_n"]))
                 figures.append(fig_durable_floor(b, cfg["latency_n"]))
+                figures.append(fig_latency_cpu(b, 2 * cfg["latency_n"]))
             if "cli" in only:
                 step("`skillq run` from the command line")
                 figures.append(cli_latency(b, cfg["cli_runs"]))
