@@ -193,7 +193,7 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
         c, locked = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
-                                      daemon=ctx.daemon, now=now)
+                                           daemon=ctx.daemon, now=now)
         if c is None:
             return None
         job = _job(ctx, session, c)
