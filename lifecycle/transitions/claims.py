@@ -18,10 +18,7 @@ from lifecycle.transitions.finishes import move
 from lifecycle.transitions.runs import ENDED_RUN
 from shared.db.models import PipelineRun, StepRun
 from shared.db.pipelined import pipelined
-from shared.states import (
-    StepState,
-    check_step,
-)
+from shared.states import StepState, check_step
 
 
 @dataclass(frozen=True, slots=True)

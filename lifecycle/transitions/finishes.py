@@ -14,7 +14,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session, object_session
 
 from lifecycle.step_counts import moved, moved_rows
-from lifecycle.transitions.runs import ENDED_RUN, _now, _values
+from lifecycle.transitions.runs import ENDED_RUN, now_utc, state_values
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.states import (
@@ -30,7 +30,6 @@ from shared.states import (
 # planner._Advance skips the reads that would say so.
 SUCCEEDED_LONE = "skillq.succeeded_lone"
 LONE_ITEM = -1  # a step that does not fan out has one item, numbered -1
-
 
 
 _FINISH_SQL = (
@@ -103,7 +102,7 @@ def finish_held(session: Session, values: dict[str, Any], *, pid: int, run_id: s
 
 def declare_lost(row: StepRun, error: str, now: datetime | None = None) -> None:
     move(row, StepState.LOST)
-    row.finished_at = now or _now()
+    row.finished_at = now or now_utc()
     row.error = error
     row.error_kind = "lost"
 
@@ -112,7 +111,7 @@ def lose_process(session: Session, ids: Sequence[str], pid: int, error: str,
                  now: datetime | None = None) -> list[str]:
     """Attempts of ``ids`` running under process ``pid``, which died: declared lost.
     The ids declared (a redelivery found them settled or taken over: none)."""
-    now = now or _now()
+    now = now or now_utc()
     lost = []
     for source in step_sources(StepState.LOST):  # one by one: the counts need the source
         rows = session.execute(
@@ -158,7 +157,7 @@ def move(row: StepRun, new: StepState) -> None:
 
 def settle_parent(parent: StepRun, child: PipelineRun, now: datetime | None = None) -> None:
     """A nested run ended: the step that started it ends the same way."""
-    now = now or _now()
+    now = now or now_utc()
     new = StepState.SUCCEEDED if child.state == RunState.SUCCEEDED else StepState.FAILED
     move(parent, new)
     parent.finished_at = now
@@ -177,16 +176,16 @@ def wait_on(session: Session, row_id: str, children: Sequence[str],
     started): resumed at once when they have all ended already (one that ended while the
     step was still running has nobody else to wake it); True if so."""
     still = session.scalar(select(func.count()).select_from(PipelineRun).where(
-        PipelineRun.id.in_(list(children)), PipelineRun.state.not_in(_values(ENDED_RUN))))
+        PipelineRun.id.in_(list(children)), PipelineRun.state.not_in(state_values(ENDED_RUN))))
     if still:
         return False
-    return _resume(session, row_id, now or _now())
+    return _resume(session, row_id, now or now_utc())
 
 
 def resume_waiting(session: Session, row_id: str, now: datetime | None = None) -> bool:
     """The runs an agent step waited for have ended: it goes back to its queue (pending,
     due now: the planner's next pass sends it). False when it was not waiting."""
-    return _resume(session, row_id, now or _now())
+    return _resume(session, row_id, now or now_utc())
 
 
 def _resume(session: Session, row_id: str, now: datetime) -> bool:

@@ -15,12 +15,10 @@ from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from lifecycle.step_counts import moved
-from lifecycle.transitions.runs import _now, is_new
+from lifecycle.transitions.runs import is_new, now_utc
 from shared.db import deferred
 from shared.db.models import StepRun
-from shared.states import (
-    StepState,
-)
+from shared.states import StepState
 
 COPY_FROM = 64  # below this many rows a multi-row INSERT is as quick and simpler
 
@@ -31,6 +29,7 @@ _DEFAULTS = {"cache_hit": False, "cost_usd": 0.0, "tokens_in": 0, "tokens_out": 
 _ATTEMPT_COLUMNS = (*LAUNCH_COLUMNS, *_DEFAULTS)
 _INSERT_ATTEMPT = (f"INSERT INTO step_runs ({', '.join(_ATTEMPT_COLUMNS)}) "  # noqa: S608 - fixed column names
                    f"VALUES ({', '.join(f'%({c})s' for c in _ATTEMPT_COLUMNS)})")
+
 
 def launch_attempts(session: Session, rows: Iterable[dict[str, Any]], *,
                     at_commit: bool = False) -> int:
@@ -89,7 +88,7 @@ def reuse_attempts(session: Session, run_id: str, rows: Sequence[StepRun],
     names the attempt reused). Not a transition: each copy is inserted as it ended."""
     if any(StepState(r.state) != StepState.SUCCEEDED for r in rows):
         raise ValueError("only a succeeded attempt is reused")
-    now = now or _now()
+    now = now or now_utc()
     copies = [{**_DEFAULTS, **{c: getattr(r, c) for c in REUSED_COLUMNS},
                "id": f"{run_id}/{r.step_id}/{r.item_index}/1", "run_id": run_id,
                "attempt": 1, "state": StepState.SUCCEEDED.value, "cache_hit": True,

@@ -26,11 +26,11 @@ ENDED_RUN = tuple(s for s in RunState if s.terminal)
 NEW_RUNS = "skillq.new_runs"  # session.info: the runs this session recorded, by id
 
 
-def _now() -> datetime:
+def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-def _values(states: Iterable[RunState | StepState]) -> list[str]:
+def state_values(states: Iterable[RunState | StepState]) -> list[str]:
     return [s.value for s in states]
 
 
@@ -62,14 +62,14 @@ def is_new(session: Session, run_id: str) -> bool:
 def start_run(run: PipelineRun, now: datetime | None = None) -> None:
     check_run(RunState(run.state), RunState.RUNNING)
     run.state = RunState.RUNNING
-    run.started_at = now or _now()
+    run.started_at = now or now_utc()
 
 
 def succeed_run(run: PipelineRun, outputs: Any, now: datetime | None = None) -> None:
     check_run(RunState(run.state), RunState.SUCCEEDED)
     run.state = RunState.SUCCEEDED
     run.outputs = outputs
-    run.finished_at = now or _now()
+    run.finished_at = now or now_utc()
 
 
 def fail_run(session: Session, run: PipelineRun, *, error: str, step: str | None,
@@ -80,7 +80,7 @@ def fail_run(session: Session, run: PipelineRun, *, error: str, step: str | None
     run.error = error
     run.failed_step = step
     run.failed_item = item
-    run.finished_at = now or _now()
+    run.finished_at = now or now_utc()
     cancel_pending(session, run.id, "not run: the run failed before it started",
                    run.finished_at)
 
@@ -92,7 +92,7 @@ def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
     Returns the ids of the attempts that were running (their processes are to be
     stopped by whoever runs them). A run that already ended is left as it ended.
     """
-    now = now or _now()
+    now = now or now_utc()
     run = session.get(PipelineRun, run_id, with_for_update=True)
     if run is None or RunState(run.state).terminal:
         return []
