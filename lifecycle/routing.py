@@ -97,7 +97,7 @@ def recent_daemons(session: Session, offline_after_s: float, reuse_s: float
     refuses a step (``reuse_s`` 0), so an earlier read never fails a run."""
     bind = session.get_bind()
     seen = _recent.get(bind) if isinstance(bind, Engine) else None
-    if seen is not None and time.monotonic() - seen[0] <= reuse_s:
+    if seen is not None and reuse_s > 0 and time.monotonic() - seen[0] <= reuse_s:
         return seen[1], True
     daemons = online_daemons(session, offline_after_s)
     if isinstance(bind, Engine):
