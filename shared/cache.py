@@ -6,11 +6,12 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from shared.db.models import CacheEntry
+from shared.db.pipelined import plain
 from shared.store import canonical_json
 
 
@@ -29,15 +30,17 @@ def lookup(session: Session, key: str) -> CacheEntry | None:
                                                     CacheEntry.expires_at > now)).first()
 
 
-# Built once: every claim of a cache-enabled step asks it.
-_LIVE = select(CacheEntry.key, CacheEntry.outputs).where(
-    CacheEntry.key.in_(bindparam("keys", expanding=True)),
-    CacheEntry.expires_at > bindparam("now", type_=DateTime(timezone=True)))
+_LIVE = "SELECT key, outputs FROM cache_entries WHERE key = ANY(%(keys)s) AND expires_at > %(now)s"
 
 
 def lookup_many(session: Session, keys: list[str]) -> dict[str, Any]:
-    """Outputs by key, for the keys with a live entry (one query for a batch of items)."""
-    rows = session.execute(_LIVE, {"keys": keys, "now": datetime.now(UTC)}).all()
+    """Outputs by key, for the keys with a live entry (one query for a batch of items).
+
+    Every claim of a cache-enabled step asks it, so it goes as psycopg sends it: through
+    SQLAlchemy (an expanding IN, rendered again at each call) it cost a lone cache hit
+    0.6 ms of CPU, as much as the rest of its lookup."""
+    with plain(session) as pg:
+        rows = pg.execute(_LIVE, {"keys": keys, "now": datetime.now(UTC)}).fetchall()
     return {key: outputs for key, outputs in rows}
 
 

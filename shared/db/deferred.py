@@ -9,8 +9,8 @@ registered) are added then. All of them come after every ORM write of the transa
 The ORM's writes go in the same pipeline when none needs an answer: INSERTs with nothing
 to read back (a new run's row), and UPDATEs of rows this transaction holds FOR UPDATE
 (``held``: such an UPDATE cannot miss its row, so its row count, which a pipeline gives
-only at its sync and SQLAlchemy checks, needs no check). Those UPDATEs are sent as Core
-statements of the changed columns, and the objects marked as having been written. A row
+only at its sync and SQLAlchemy checks, needs no check). Those UPDATEs are sent as plain
+UPDATEs of the changed columns, and the objects marked as having been written. A row
 written once per run (``insert_plainly``: a new run's) is inserted by a plain INSERT of
 its columns as the transaction left them, which costs half what the ORM's flush does.
 
@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import JSON, event, inspect, update
+from sqlalchemy import JSON, event, inspect
 from sqlalchemy.orm import Session, SessionTransaction, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -102,7 +103,7 @@ def _send(session: Session) -> None:
                 if obj in session.new:  # not flushed by the ORM meanwhile
                     pg.execute(*_plain_insert(obj))
                     _persisted(session, obj)
-            _update_held(session, updates)
+            _update_held(session, pg, updates)
             session.flush()  # INSERTs only now, with nothing to read back
         for sql, params in writes:
             pg.execute(sql, params)
@@ -128,19 +129,25 @@ def _pipelinable(session: Session) -> list[object] | None:
 
 
 def _plain_insert(obj: object) -> tuple[str, dict[str, Any]]:
-    """The INSERT of ``obj``'s set columns, as psycopg takes it (JSON as Jsonb, an enum
-    as its value)."""
+    """The INSERT of ``obj``'s set columns, as psycopg takes it."""
     state = inspect(obj)
     params: dict[str, Any] = {}
     for prop in state.mapper.column_attrs:
         if prop.key in state.dict:
-            column, value = prop.columns[0], state.dict[prop.key]
-            params[column.name] = Jsonb(value) if isinstance(column.type, JSON) else \
-                value.value if isinstance(value, Enum) else value
+            column = prop.columns[0]
+            params[column.name] = _plain(column, state.dict[prop.key])
     names = ", ".join(params)
     marks = ", ".join(f"%({name})s" for name in params)
     return (f"INSERT INTO {state.mapper.local_table.name} ({names}) "  # noqa: S608 - the model's own names
             f"VALUES ({marks})", params)
+
+
+def _plain(column: Any, value: Any) -> Any:
+    """A column's value as psycopg takes it: JSON as Jsonb (None as JSON null, as the ORM
+    stores it), an enum as its value (psycopg would send its name)."""
+    if isinstance(column.type, JSON):
+        return Jsonb(value)
+    return value.value if isinstance(value, Enum) else value
 
 
 def _persisted(session: Session, obj: object) -> None:
@@ -151,21 +158,33 @@ def _persisted(session: Session, obj: object) -> None:
     session.add(obj)
 
 
-def _update_held(session: Session, objs: list[object]) -> None:
-    connection = session.connection()
+def _update_held(session: Session, pg: psycopg.Connection[Any], objs: list[object]) -> None:
+    """A plain UPDATE of each held object's changed columns (what its flush would write;
+    a Core UPDATE cost its compilation's cache key, over the values, at every commit),
+    then the objects marked written."""
     for obj in objs:
         state = inspect(obj)
         mapper = state.mapper
-        changed = {prop: history.added[0] for prop in mapper.column_attrs
-                   if (history := state.attrs[prop.key].history).added}
+        # Set since the row was loaded (or last written): what the flush would send. An
+        # attribute set to the value it had is written again, which changes nothing.
+        changed = [prop for prop in mapper.column_attrs if prop.key in state.committed_state]
         if not changed:
             continue
-        keys = zip(mapper.primary_key, mapper.primary_key_from_instance(obj), strict=True)
-        connection.execute(update(mapper.local_table)
-                           .where(*(column == key for column, key in keys))
-                           .values({prop.columns[0]: value for prop, value in changed.items()}))
-        for prop, value in changed.items():  # written: nothing left for the ORM's flush
-            set_committed_value(obj, prop.key, value)
+        params = {f"v{i}": _plain(prop.columns[0], state.dict.get(prop.key))
+                  for i, prop in enumerate(changed)}
+        keys = {f"k{i}": key for i, key in enumerate(mapper.primary_key_from_instance(obj))}
+        columns = ", ".join(f"{prop.columns[0].name} = %(v{i})s"
+                            for i, prop in enumerate(changed))
+        where = " AND ".join(f"{column.name} = %(k{i})s"
+                             for i, column in enumerate(mapper.primary_key))
+        pg.execute(f"UPDATE {mapper.local_table.name} SET {columns} "  # noqa: S608 - the model's own names
+                   f"WHERE {where}", {**params, **keys})
+        for prop in changed:  # written: nothing left for the ORM's flush
+            set_committed_value(obj, prop.key, state.dict.get(prop.key))
+        if not state.committed_state:
+            # Clean, as after a flush: else the ORM's commit flushes once more, to find
+            # nothing to write (a third of a lone step's commit).
+            state._commit_all(state.dict, session.identity_map)
 
 
 @event.listens_for(Session, "after_transaction_create")

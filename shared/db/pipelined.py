@@ -25,11 +25,19 @@ def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
     Its errors raise as SQLAlchemy raises its own statements' (IntegrityError, a cut
     connection marked invalidated, ...), so callers tell them apart as before; a cut
     connection is invalidated, so the pool never hands it out again."""
+    with plain(session) as pg, pg.pipeline():
+        yield pg
+
+
+@contextmanager
+def plain(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """The session's psycopg connection as it is, in the session's transaction: for a
+    hot statement SQLAlchemy's execution would cost several times what psycopg's does.
+    Errors raise as ``pipelined``'s do."""
     connection = session.connection()
     pg: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
     try:
-        with pg.pipeline():
-            yield pg
+        yield pg
     except psycopg.Error as exc:
         cut = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
         if cut:

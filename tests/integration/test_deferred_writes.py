@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Stack
 from psycopg import pq
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from lifecycle.planner import lock_run
 from shared.db import deferred, libpq
 from shared.db.models import PipelineRun
-from shared.db.session import engine_for, transaction
+from shared.db.session import transaction
 from shared.states import RunState
 
 pytestmark = pytest.mark.integration
@@ -120,30 +121,48 @@ def run_id(url: str) -> Iterator[str]:
         session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
 
 
-def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str) -> None:
+def frontend_messages(trace: str) -> list[str]:
+    """What the client sent, in order, from a libpq protocol trace: each message's type,
+    with the statement for a Parse ("Parse UPDATE", "Sync", ...)."""
+    sent = []
+    for line in trace.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0] == "F":
+            kind = fields[2].strip()
+            if kind == "Parse":  # F, length, Parse, ' "" "SQL..." n'
+                sql = fields[3].split('"')[3] if fields[3].count('"') >= 4 else ""
+                kind = f"Parse {sql.split(' ')[0]} {' '.join(sql.split(' ')[1:2])}".strip()
+            sent.append(kind)
+    return sent
+
+
+def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str,
+                                                   tmp_path: Path) -> None:
     """A row this transaction holds FOR UPDATE (planner.lock_run) is written in the
-    commit's pipeline, with the deferred writes: not sent before the COMMIT."""
-    sent: list[pq.PipelineStatus] = []  # how each UPDATE of the run went out
-
-    def seen(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("UPDATE pipeline_runs"):
-            sent.append(conn.connection.driver_connection.pgconn.pipeline_status)
-
-    event.listen(engine_for(url), "before_cursor_execute", seen)
-    try:
-        with transaction(url) as session:
-            run = lock_run(session, run_id)
-            assert run is not None
-            run.state, run.progress = "running", {"one": {"state": "running", "items": 1}}
-            deferred.defer(session, PUT, {"id": 1, "what": "with it"})
-            # Not flushed yet (a Connection's execute does not autoflush): the UPDATE
-            # waits for the commit.
-            assert session.connection().execute(
-                text("SELECT state FROM pipeline_runs WHERE id = :id"), {"id": run_id}
-            ).scalar() == "pending"
-    finally:
-        event.remove(engine_for(url), "before_cursor_execute", seen)
-    assert sent == [pq.PipelineStatus.ON]  # in the COMMIT's round trip
+    commit's pipeline, with the deferred writes: not sent before the COMMIT, and in its
+    round trip (no Sync between them on the wire, as libpq's trace shows)."""
+    with (tmp_path / "trace").open("w+b") as trace, transaction(url) as session:
+        run = lock_run(session, run_id)
+        assert run is not None
+        run.state, run.progress = "running", {"one": {"state": "running", "items": 1}}
+        deferred.defer(session, PUT, {"id": 1, "what": "with it"})
+        # Not flushed yet (a Connection's execute does not autoflush): the UPDATE
+        # waits for the commit.
+        assert session.connection().execute(
+            text("SELECT state FROM pipeline_runs WHERE id = :id"), {"id": run_id}
+        ).scalar() == "pending"
+        pgconn = session.connection().connection.driver_connection.pgconn  # type: ignore[union-attr]
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        session.commit()
+        pgconn.untrace()
+        trace.seek(0)
+        sent = frontend_messages(trace.read().decode())
+    update = sent.index("Parse UPDATE pipeline_runs")
+    commit = sent.index("Parse COMMIT")
+    assert update < sent.index("Parse INSERT INTO") < commit  # the deferred write after it
+    assert "Sync" not in sent[update:commit]  # one round trip with the COMMIT
+    assert sent.count("Parse UPDATE pipeline_runs") == 1  # and the ORM wrote it no more
     assert run_state(url, run_id) == ("running", {"one": {"state": "running", "items": 1}})
     assert stored(url) == [(1, "with it")]
     assert not session.is_modified(run)  # written: nothing left for the ORM to flush
