@@ -75,11 +75,12 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
                daemon: str | None, now: datetime
                ) -> tuple[Claimed | None, dict[str, Any] | None]:
     """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
-    in one round trip with the transaction's BEGIN: the claim (or None), and the run's
-    columns but its inputs and outputs (None while another transaction holds the row:
-    it is never waited for, holding the attempt's, which a cancel takes the other way
-    round). For a step's only item, whose cache hit is recorded and its run planned in
-    the claim's transaction (workers/step_runner.py)."""
+    in one round trip (after the transaction's BEGIN, which psycopg sends and awaits on its
+    own): the claim (or None), and the run's columns but its inputs and outputs (None
+    while another transaction holds the row: it is never waited for, holding the
+    attempt's, which a cancel takes the other way round). For a step's only item, whose
+    cache hit is recorded and its run planned in the claim's transaction
+    (workers/step_runner.py)."""
     with pipelined(session) as pg:
         claimed = pg.cursor(row_factory=dict_row)
         claimed.execute(_CLAIM_SQL, _claim_params([row_id], worker, pid, daemon, now))

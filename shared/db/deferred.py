@@ -107,7 +107,10 @@ def _send(session: Session) -> None:
             session.flush()  # INSERTs only now, with nothing to read back
         for sql, params in writes:
             pg.execute(sql, params)
-        pg.commit()
+        # As a statement, answered at the pipeline's closing Sync: psycopg's commit()
+        # syncs on its own, and leaving the pipeline would then sync again, one more
+        # round trip. The connection is idle after it, where commit() does nothing.
+        pg.execute("COMMIT")
 
 
 def _pipelinable(session: Session) -> list[object] | None:
@@ -183,7 +186,7 @@ def _update_held(session: Session, pg: psycopg.Connection[Any], objs: list[objec
             set_committed_value(obj, prop.key, state.dict.get(prop.key))
         if not state.committed_state:
             # Clean, as after a flush: else the ORM's commit flushes once more, to find
-            # nothing to write (a third of a lone step's commit).
+            # nothing to write (0.3 ms of CPU at a lone cache hit's commit).
             state._commit_all(state.dict, session.identity_map)
 
 

@@ -1,10 +1,12 @@
 """The psycopg connection under a session, in pipeline mode: for what SQLAlchemy cannot
 send, several statements in one round trip.
 
-Statements sent inside ``pipelined`` go out together (with the transaction's BEGIN when
-they are its first) and are answered together as the block ends; their cursors are read
-after it. The ORM's UPDATEs stay outside: its flush checks their row counts, which a
+Statements sent inside ``pipelined`` go out together and are answered together as the
+block ends; their cursors are read after it. When they are their transaction's first,
+psycopg sends its BEGIN ahead, with a Sync of its own, and waits for it: one round trip
+more. The ORM's UPDATEs stay outside: its flush checks their row counts, which a
 pipeline gives only once it syncs (shared/db/deferred.py lets a flush of INSERTs in).
+``plain`` is the same connection outside a pipeline.
 """
 
 from __future__ import annotations

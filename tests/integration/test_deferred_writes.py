@@ -163,6 +163,7 @@ def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str,
     assert update < sent.index("Parse INSERT INTO") < commit  # the deferred write after it
     assert "Sync" not in sent[update:commit]  # one round trip with the COMMIT
     assert sent.count("Parse UPDATE pipeline_runs") == 1  # and the ORM wrote it no more
+    assert sent[commit:].count("Sync") == 1  # the whole commit: one round trip
     assert run_state(url, run_id) == ("running", {"one": {"state": "running", "items": 1}})
     assert stored(url) == [(1, "with it")]
     assert not session.is_modified(run)  # written: nothing left for the ORM to flush
