@@ -88,6 +88,10 @@ def at_commit(producer: Callable[[Session], None]) -> Callable[[Session], None]:
 
 @event.listens_for(Session, "before_commit")
 def _send(session: Session) -> None:
+    if session.in_nested_transaction():
+        # A savepoint's release, not the commit: SQLAlchemy fires this for both, and
+        # the writes (and the COMMIT) wait for the transaction's own.
+        return
     updates = _pipelinable(session)
     if updates is None:
         session.flush()  # the ORM's writes go first, on their own: it reads row counts
@@ -188,6 +192,15 @@ def _update_held(session: Session, pg: psycopg.Connection[Any], objs: list[objec
             # Clean, as after a flush: else the ORM's commit flushes once more, to find
             # nothing to write (0.3 ms of CPU at a lone cache hit's commit).
             state._commit_all(state.dict, session.identity_map)
+
+
+@event.listens_for(Session, "after_commit")
+def _all_sent(session: Session) -> None:
+    if not session.in_nested_transaction() and pending(session, _WRITES):
+        # Committed with a savepoint still open (the transaction's own commit then comes
+        # first, with the savepoint's): what was deferred was never sent.
+        raise RuntimeError("deferred writes were not sent: the transaction committed with "
+                           "a savepoint still open; close it first")
 
 
 @event.listens_for(Session, "after_transaction_create")

@@ -78,6 +78,33 @@ def test_a_deferred_write_inside_a_rolled_back_savepoint_is_not_sent(url: str) -
     assert stored(url) == [(1, "before"), (3, "after")]
 
 
+def test_a_released_savepoint_leaves_the_deferred_writes_to_the_transaction(url: str) -> None:
+    """Releasing a savepoint is no commit: the writes deferred before and inside it
+    stay pending, and go (or not) with the transaction itself."""
+    with pytest.raises(RuntimeError), transaction(url) as session:
+        deferred.defer(session, PUT, {"id": 1, "what": "before"})
+        with session.begin_nested():
+            deferred.defer(session, PUT, {"id": 2, "what": "inside"})
+        assert stored(url) == []  # nothing sent, nothing committed
+        raise RuntimeError("roll the transaction back")
+    assert stored(url) == []
+    with transaction(url) as session:
+        with session.begin_nested():
+            deferred.defer(session, PUT, {"id": 3, "what": "kept"})
+        session.execute(text("INSERT INTO deferred_probe VALUES (4, 'after it')"))
+    assert stored(url) == [(3, "kept"), (4, "after it")]
+
+
+def test_a_commit_with_a_savepoint_left_open_says_its_writes_were_not_sent(url: str) -> None:
+    """SQLAlchemy then commits the transaction before the savepoint: rather than drop
+    what was deferred without a word, the commit raises."""
+    with pytest.raises(RuntimeError, match="savepoint still open"), \
+            transaction(url) as session:
+        deferred.defer(session, PUT, {"id": 1, "what": "never sent"})
+        session.begin_nested()
+    assert stored(url) == []
+
+
 def a_run(run_id: str) -> PipelineRun:
     return PipelineRun(id=run_id, skill="probe", version=1, state="pending",
                        source="test", vault="/nowhere", plan={"steps": []}, inputs={},
