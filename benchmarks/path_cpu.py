@@ -1,0 +1,140 @@
+"""Where a one-step run's time goes, function by function, in every process.
+
+    .venv/bin/python benchmarks/path_cpu.py [--runs N] [--base REV [--rounds R]]
+                                            [--functions module:Qual.name,...]
+    .venv/bin/python benchmarks/path_cpu.py --show benchmarks/results/pathcpu-....json
+
+Figure (a) of execution.py says how long a one-step cache-hit run takes; this says where
+that goes. Each named function logs its entry and exit, wall clock and its thread's
+CPU, in the client, the skillq worker's main process and its pool (a `sitecustomize`
+on the stack's PYTHONPATH: pathcpu/hook/). The table shows, for each, the median over N
+runs (default 100) of the wall and CPU milliseconds spent in it per run. The logging
+costs a few microseconds a call, so the end-to-end latency it prints is a little
+above figure (a)'s.
+
+With --base REV, the revision REV (a git worktree of it) and this tree are measured in
+turn, R rounds (default 3) of each, alternating, on the same host: CPU per function
+tells two versions apart on a host whose noise swamps their end-to-end ratios. The
+functions nobody changed are the control.
+
+Results: benchmarks/results/pathcpu-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+HOOK = HERE / "pathcpu" / "hook"
+# The path of a cache hit through the client, the worker's main process and its pool.
+FUNCTIONS = (
+    "orchestrator.launch:launch", "lifecycle.submit:create_run", "lifecycle.tasks:advance_in",
+    "lifecycle.canvas:dispatch_steps", "orchestrator.launch:_Listener.ended",
+    "shared.signed_messages:Gate.admit", "workers.step_runner:_claim_lone",
+    "lifecycle.transitions.claims:claim_lone", "workers.step_runner:_look_up_cache",
+    "shared.cache:lookup_many", "workers.step_runner:_cache_hit",
+    "workers.step_records:record_in", "lifecycle.planner:advance",
+    "sqlalchemy.orm.session:SessionTransaction.commit", "lifecycle.recording:write_files")
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--base", help="a git revision to measure beside this tree")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--functions", help="module:Qual.name,... (default: a cache "
+                        "hit's path)")
+    parser.add_argument("--show", type=Path, help="print the table of a results file")
+    args = parser.parse_args()
+    if args.show:
+        console.print(table(json.loads(args.show.read_text())["sides"]))
+        return 0
+    functions = args.functions.split(",") if args.functions else list(FUNCTIONS)
+    rounds = args.rounds or (3 if args.base else 1)
+    measured: dict[str, list[dict[str, object]]] = {}
+    with contextlib.ExitStack() as stack:
+        sides = {"this tree": ROOT}
+        if args.base:
+            sides = {args.base: stack.enter_context(worktree(args.base)), **sides}
+        with console.status("measuring") as status:
+            for i in range(rounds):
+                for label, root in sides.items():
+                    status.update(f"round {i + 1}/{rounds}: {label}, {args.runs} runs")
+                    measured.setdefault(label, []).append(side(root, args.runs, functions))
+    console.print(table(measured))
+    out = ROOT / "benchmarks" / "results" / \
+        f"pathcpu-{datetime.now(UTC):%Y-%m-%d-%H%M%S}.json"
+    out.write_text(json.dumps({"runs": args.runs, "functions": functions,
+                               "sides": measured}, indent=1))
+    console.print(f"results: {out.relative_to(ROOT)}")
+    return 0
+
+
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    where = Path(tempfile.mkdtemp(prefix="skillq-pathcpu-base-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(where),
+                    rev], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)],
+                       check=False)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def side(root: Path, runs: int, functions: list[str]) -> dict[str, object]:
+    """One side measured in a process of its own: the tree at ``root``, the hook of
+    this one."""
+    with tempfile.TemporaryDirectory(prefix="skillq-pathcpu-logs-") as logs:
+        out = Path(logs) / "side.json"
+        env = {**os.environ, "PATHCPU_DIR": logs, "PATHCPU_FUNCS": ",".join(functions),
+               "PYTHONPATH": os.pathsep.join([str(HOOK), str(root), str(root / "benchmarks"),
+                                              str(HERE)])}
+        done = subprocess.run([sys.executable, "-m", "pathcpu.side", "--runs", str(runs),
+                               "--out", str(out)], cwd=root, env=env, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0 or not out.exists():
+            raise SystemExit(f"measuring {root} failed:\n{done.stderr[-3000:]}")
+        result: dict[str, object] = json.loads(out.read_text())
+        return result
+
+
+def table(measured: dict[str, list[dict[str, object]]]) -> Table:
+    t = Table(title="ms per one-step cache-hit run: median wall / CPU, each round")
+    t.add_column("process and function")
+    for label in measured:
+        t.add_column(label, justify="right")
+    keys = sorted({k for results in measured.values() for r in results
+                   for k in r["functions"]})  # type: ignore[attr-defined]
+    for key in keys:
+        cells = []
+        for results in measured.values():
+            shown = []
+            for r in results:
+                f = r["functions"].get(key)  # type: ignore[attr-defined]
+                shown.append(f"{f['wall_ms']:.2f}/{f['cpu_ms']:.2f}" if f else "-")
+            cells.append("  ".join(shown))
+        t.add_row(key, *cells)
+    t.add_row("latency, end to end", *("  ".join(f"{r['latency_ms']:.1f}" for r in results)
+                                       for results in measured.values()))
+    return t
+
+
+if __name__ == "__main__":
+    sys.exit(main())

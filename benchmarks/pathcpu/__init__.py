@@ -1,0 +1,1 @@
+"""path_cpu.py: where a one-step run's wall time and CPU go, function by function."""
