@@ -150,15 +150,14 @@ def run_id(url: str) -> Iterator[str]:
 
 def frontend_messages(trace: str) -> list[str]:
     """What the client sent, in order, from a libpq protocol trace: each message's type,
-    with the statement for a Parse ("Parse UPDATE", "Sync", ...)."""
+    a Parse with its statement's first two words ("Parse UPDATE pipeline_runs", "Sync")."""
     sent = []
     for line in trace.splitlines():
         fields = line.split("\t")
         if len(fields) >= 3 and fields[0] == "F":
             kind = fields[2].strip()
             if kind == "Parse":  # F, length, Parse, ' "" "SQL..." n'
-                sql = fields[3].split('"')[3] if fields[3].count('"') >= 4 else ""
-                kind = f"Parse {sql.split(' ')[0]} {' '.join(sql.split(' ')[1:2])}".strip()
+                kind = " ".join(["Parse", *fields[3].split('"')[3].split(" ")[:2]])
             sent.append(kind)
     return sent
 

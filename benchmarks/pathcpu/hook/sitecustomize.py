@@ -81,7 +81,5 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
-if _DIR and _WANTED:
-    for _loaded in [m for m in list(sys.modules.values()) if m.__name__ in _WANTED]:
-        _patch(_loaded)  # imported before this ran (path_cpu.py's own process)
+if _DIR and _WANTED:  # at start-up, before any of the named modules is imported
     sys.meta_path.insert(0, _Finder())
