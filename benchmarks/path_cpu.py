@@ -62,7 +62,9 @@ def main() -> int:
     parser.add_argument("--show", type=Path, help="print the table of a results file")
     args = parser.parse_args()
     if args.show:
-        console.print(table(json.loads(args.show.read_text())["sides"]))
+        shown = json.loads(args.show.read_text())["sides"]
+        console.print(table(shown))
+        console.print(timeline(shown))
         return 0
     functions = args.functions.split(",") if args.functions else list(FUNCTIONS)
     rounds = args.rounds or (3 if args.base else 1)
@@ -77,6 +79,7 @@ def main() -> int:
                     status.update(f"round {i + 1}/{rounds}: {label}, {args.runs} runs")
                     measured.setdefault(label, []).append(side(root, args.runs, functions))
     console.print(table(measured))
+    console.print(timeline(measured))
     out = ROOT / "benchmarks" / "results" / \
         f"pathcpu-{datetime.now(UTC):%Y-%m-%d-%H%M%S}.json"
     out.write_text(json.dumps({"runs": args.runs, "functions": functions,
@@ -106,9 +109,10 @@ def side(root: Path, runs: int, functions: list[str]) -> dict[str, object]:
         env = {**os.environ, "PATHCPU_DIR": logs, "PATHCPU_FUNCS": ",".join(functions),
                "PYTHONPATH": os.pathsep.join([str(HOOK), str(root), str(root / "benchmarks"),
                                               str(HERE)])}
-        done = subprocess.run([sys.executable, "-m", "pathcpu.side", "--runs", str(runs),
-                               "--out", str(out)], cwd=root, env=env, capture_output=True,
-                              text=True, check=False)
+        # This tree's side.py measures either tree: the stack it starts is root's.
+        done = subprocess.run([sys.executable, str(HERE / "pathcpu" / "side.py"), "--runs",
+                               str(runs), "--out", str(out)], cwd=root, env=env,
+                              capture_output=True, text=True, check=False)
         if done.returncode != 0 or not out.exists():
             raise SystemExit(f"measuring {root} failed:\n{done.stderr[-3000:]}")
         result: dict[str, object] = json.loads(out.read_text())
@@ -133,6 +137,31 @@ def table(measured: dict[str, list[dict[str, object]]]) -> Table:
         t.add_row(key, *cells)
     t.add_row("latency, end to end", *("  ".join(f"{r['latency_ms']:.1f}" for r in results)
                                        for results in measured.values()))
+    return t
+
+
+def timeline(measured: dict[str, list[dict[str, object]]]) -> Table:
+    """When each function runs: the median ms after the run's start of its first entry
+    and its last exit, in order, so the gaps between processes show (the broker, the
+    pool's pipe, the NOTIFY)."""
+    t = Table(title="ms after the run's start: median first entry - last exit, each round")
+    t.add_column("process and function")
+    for label in measured:
+        t.add_column(label, justify="right")
+    first = next(iter(measured.values()))[0]["functions"]  # type: ignore[index]
+    keys = sorted({k for results in measured.values() for r in results
+                   for k in r["functions"]},  # type: ignore[attr-defined]
+                  key=lambda k: first.get(k, {}).get("from_ms", 1e9))
+    for key in keys:
+        cells = []
+        for results in measured.values():
+            shown = []
+            for r in results:
+                f = r["functions"].get(key)  # type: ignore[attr-defined]
+                shown.append(f"{f['from_ms']:.2f}-{f['to_ms']:.2f}" if f and "from_ms" in f
+                             else "-")
+            cells.append("  ".join(shown))
+        t.add_row(key, *cells)
     return t
 
 

@@ -8,7 +8,7 @@ cannot (a nested run's parent, a client), and ``skillq.watch`` is the watchdog.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,7 @@ from celery import Celery, Task, shared_task
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lifecycle import canvas, transitions
+from lifecycle import canvas, launch_fence, transitions
 from lifecycle.context import WorkerContext, current
 from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
@@ -103,8 +103,26 @@ def cancel(app: Celery, ctx: WorkerContext, run_id: str, reason: str) -> Cancell
     return done
 
 
+def send_ahead(app: Celery, session: Session, run_id: str, out: Outcome) -> Outcome:
+    """Before a launch's commit: its message, when it is one lone first attempt, sent
+    behind the run's fence (lifecycle/launch_fence.py), so that the commit overlaps its
+    way to the worker; what is left for ``send_outcome`` after the commit. A send that
+    fails here is left to it too, which tries again and raises as after any commit."""
+    if not launch_fence.goes_ahead(out.dispatch):
+        return out
+    launch_fence.hold(session, run_id)
+    try:
+        canvas.dispatch_steps(app, out.dispatch)
+    except Exception as exc:
+        log.warning("sending %s's first step before its commit failed (%s); "
+                    "sending it after", run_id, exc)
+        return out
+    return replace(out, dispatch=[])
+
+
 def send_outcome(app: Celery, ctx: WorkerContext, run_id: str, out: Outcome) -> None:
-    """After the commit, so a worker never sees a step row that is not there: the next
+    """After the commit, so a worker never looks for a step row that is not there yet
+    (but a launch's ``send_ahead``, whose claim waits for the commit): the next
     steps' messages, the parents' planning, the watchdog, then the benchmarks.json
     windows (last, and even when a send failed: the record they show is committed)."""
     try:

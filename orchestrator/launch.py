@@ -36,7 +36,14 @@ from lifecycle.routing import (
 )
 from lifecycle.step_counts import state_counts
 from lifecycle.submit import create_run
-from lifecycle.tasks import RUN_DONE_CHANNEL, Cancelled, advance_in, cancel, send_outcome
+from lifecycle.tasks import (
+    RUN_DONE_CHANNEL,
+    Cancelled,
+    advance_in,
+    cancel,
+    send_ahead,
+    send_outcome,
+)
 from orchestrator import run_listeners
 from orchestrator.connect import Connection
 from orchestrator.history import descendant_run_ids
@@ -190,7 +197,9 @@ def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any
            workdir: str | None = None, waiting: bool = False,
            daemons: list[OnlineDaemon] | None = None) -> str:
     """Record the run and take its first planning step here, in the same transaction,
-    so its first steps go straight to their queues (no control-queue round trip).
+    so its first steps go straight to their queues (no control-queue round trip); a
+    lone first step's message goes before the commit, behind the run's fence
+    (lifecycle/launch_fence.py), so the commit overlaps its way to the worker.
     ``daemons``: the online daemons as the caller just read them (``routes``), to route
     the first steps by instead of reading them again.
 
@@ -204,6 +213,7 @@ def launch(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any
         run_id = create_run(session, vault, skill, given, source=source,
                             triggered_by=triggered_by, workdir=workdir, plan=plan)
         out = advance_in(session, ctx, run_id, daemons=daemons)
+        out = send_ahead(conn.app, session, run_id, out)
     if waiting and out.watch_in_s is not None:
         watch = Outcome(watch_in_s=out.watch_in_s)
         out = replace(out, watch_in_s=None)

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lifecycle import transitions
+from lifecycle import launch_fence, transitions
 from lifecycle.context import WorkerContext
 from lifecycle.planner import locked_run
 from shared import cache
@@ -173,10 +173,8 @@ class _Lone:
     send: Callable[[], None] | None = None
 
 
-def _is_lone_first(row_id: str) -> bool:
-    """The first attempt of a step's only item ("<run>/<step>/-1/1")."""
-    parts = row_id.rsplit("/", 2)
-    return len(parts) == 3 and parts[1] == "-1" and parts[2] == "1"
+class _Fenced:
+    """Nothing claimed because the run's launch has not committed yet."""
 
 
 def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
@@ -184,18 +182,34 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     """Claim a lone first attempt and look up its cache entry, as ``claim_batch`` does;
     a cache hit is recorded and its run planned in that same transaction too (one
     commit from message to outcome). None: nothing claimed here (another delivery owns
-    it, or its run has ended): ``claim_batch`` decides.
+    it, or its run has ended, or its launch rolled back): ``claim_batch`` decides.
 
     The run's row is taken with the claim, in one round trip (transitions.claim_lone),
     and only if no other transaction holds it: waiting for it while holding the
     attempt's row could deadlock with a cancel, which takes the run's row first. Held
-    elsewhere, the hit is recorded as any result is (``finish_batch``)."""
+    elsewhere, the hit is recorded as any result is (``finish_batch``). A message that
+    came ahead of its launch's commit (lifecycle/launch_fence.py) finds nothing the
+    first time: it waits for the launch to end and claims again."""
+    lone = _claim_lone_once(ctx, row_id, worker, plan_in)
+    if not isinstance(lone, _Fenced):
+        return lone
+    if not launch_fence.wait_open(ctx.database_url, row_id.rsplit("/", 3)[0]):
+        log.warning("the launch of %s held its run past %.0fs: left to the sweeper",
+                    row_id, launch_fence.WAIT_S)
+        return None
+    again = _claim_lone_once(ctx, row_id, worker, plan_in)
+    return None if isinstance(again, _Fenced) else again
+
+
+def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
+                     ) -> _Lone | _Fenced | None:
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
-        c, locked = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
-                                           daemon=ctx.daemon, now=now)
+        lone = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
+                                      daemon=ctx.daemon, now=now)
+        c, locked = lone.claimed, lone.run
         if c is None:
-            return None
+            return None if lone.fence_open else _Fenced()
         job = _job(ctx, session, c)
         _look_up_cache(session, [job])
         result = _cache_hit(ctx, job)
@@ -395,15 +409,19 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     is planned with its record, see ``finish_batch``). The results of the attempts this
     delivery ran (none: another delivery owns them, or their run has ended)."""
     jobs: list[Claim] | None = None
-    if plan_in is not None and len(ids) == 1 and _is_lone_first(ids[0]):
+    if plan_in is not None and len(ids) == 1 and launch_fence.is_lone_first(ids[0]):
         try:
             lone = outlasting(ctx, lambda: _claim_lone(ctx, ids[0], worker, plan_in),
                                "claiming a step")
         except Exception as exc:
             if is_outage(exc):
                 raise
-            # Rolled back whole: nothing claimed, so the usual claim takes it.
+            # Rolled back whole: nothing claimed, so the usual claim takes it, once the
+            # run's launch has committed (that claim does not look at its fence).
             log.exception("claiming %s with its run failed; claiming it alone", ids[0])
+            run_id = ids[0].rsplit("/", 3)[0]
+            outlasting(ctx, lambda: launch_fence.wait_open(ctx.database_url, run_id),
+                       "claiming a step")
             lone = None
         if lone is not None and lone.result is not None:
             if lone.send is not None:

@@ -63,13 +63,14 @@ def medians(logs: Path, windows: list[tuple[float, float]], roles: dict[int, str
             wall, cpu, mark, name = line.split(" ", 3)
             events.append((float(wall), float(cpu), pid, mark, name))
     events.sort()
-    per_run: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    per_run: dict[str, list[tuple[float, ...]]] = defaultdict(list)
     # A run's window lasts until the next one starts: what it causes after its client
     # has the result (its benchmarks.json files, the message's ack) counts to it too.
     ends = [start for start, _ in windows[1:]] + [windows[-1][1] + SETTLE_S]
     for (start, _), end in zip(windows, ends, strict=True):
         open_calls: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
         spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        span: dict[str, list[float]] = {}  # first entry and last exit, ms after the start
         for wall, cpu, pid, mark, name in events:
             if not start <= wall < end:
                 continue
@@ -80,10 +81,14 @@ def medians(logs: Path, windows: list[tuple[float, float]], roles: dict[int, str
                 key = f"{roles.get(pid, 'pool')} {name}"
                 spent[key][0] += (wall - wall0) * 1000
                 spent[key][1] += cpu - cpu0
+                at = span.setdefault(key, [(wall0 - start) * 1000, 0.0])
+                at[1] = (wall - start) * 1000
         for key, (wall_ms, cpu_ms) in spent.items():
-            per_run[key].append((wall_ms, cpu_ms))
-    return {key: {"wall_ms": round(statistics.median(w for w, _ in seen), 3),
-                  "cpu_ms": round(statistics.median(c for _, c in seen), 3)}
+            per_run[key].append((wall_ms, cpu_ms, *span[key]))
+    return {key: {"wall_ms": round(statistics.median(s[0] for s in seen), 3),
+                  "cpu_ms": round(statistics.median(s[1] for s in seen), 3),
+                  "from_ms": round(statistics.median(s[2] for s in seen), 3),
+                  "to_ms": round(statistics.median(s[3] for s in seen), 3)}
             for key, seen in sorted(per_run.items()) if len(seen) >= len(windows) / 2}
 
 

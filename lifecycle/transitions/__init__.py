@@ -15,6 +15,7 @@ counts of the newest attempts' states (written at the commit).
 
 from lifecycle.transitions.claims import (
     Claimed,
+    LoneClaim,
     claim_lone,
     claim_pending,
     take_over,
@@ -64,6 +65,7 @@ __all__ = [
     "SUCCEEDED_LONE",
     "Claimed",
     "Finished",
+    "LoneClaim",
     "add_attempt",
     "cancel_open",
     "cancel_pending",

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from lifecycle import launch_fence
 from lifecycle.step_counts import moved, moved_rows
 from lifecycle.transitions.finishes import move
 from lifecycle.transitions.runs import ENDED_RUN
@@ -71,27 +72,38 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
     return {r.id: Claimed(**r._asdict()) for r in rows}
 
 
+@dataclass(frozen=True, slots=True)
+class LoneClaim:
+    claimed: Claimed | None  # None: nothing pending (or not yet visible: ``fence_open``)
+    run: dict[str, Any] | None  # the run's columns, None while another transaction holds it
+    fence_open: bool  # False: the run's launch has not committed yet (lifecycle/launch_fence.py)
+
+
 def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
-               daemon: str | None, now: datetime
-               ) -> tuple[Claimed | None, dict[str, Any] | None]:
+               daemon: str | None, now: datetime) -> LoneClaim:
     """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
     in one round trip (after the transaction's BEGIN, which psycopg sends and awaits on its
-    own): the claim (or None), and the run's columns but its inputs and outputs (None
-    while another transaction holds the row: it is never waited for, holding the
-    attempt's, which a cancel takes the other way round). For a step's only item, whose
-    cache hit is recorded and its run planned in the claim's transaction
+    own), behind the run's launch fence, tried first: the run's columns but its inputs
+    and outputs are None while another transaction holds the row (it is never waited for,
+    holding the attempt's, which a cancel takes the other way round). For a step's only
+    item, whose cache hit is recorded and its run planned in the claim's transaction
     (workers/step_runner.py)."""
+    run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
+        fence = pg.cursor(row_factory=dict_row)
+        fence.execute(launch_fence.TRY_SQL, launch_fence.params(run_id))
         claimed = pg.cursor(row_factory=dict_row)
         claimed.execute(_CLAIM_SQL, _claim_params([row_id], worker, pid, daemon, now))
         locked = pg.cursor(row_factory=dict_row)
-        locked.execute(_LOCK_RUN, {"run": row_id.rsplit("/", 3)[0]})
+        locked.execute(_LOCK_RUN, {"run": run_id})
+    opened = fence.fetchone()
     row = claimed.fetchone()
     run = locked.fetchone()
+    fence_open = bool(opened and opened["open"])
     if row is None:
-        return None, run
+        return LoneClaim(None, run, fence_open)
     moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
-    return Claimed(**row), run
+    return LoneClaim(Claimed(**row), run, fence_open)
 
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,

@@ -1,0 +1,88 @@
+"""The launch fence: a run's first message leaves before the run's record is committed.
+
+Sent after the commit, a one-step run's message waited for the commit's round trip, its
+fsync and SQLAlchemy's work at the commit: on the path of every `skillq run`. Instead,
+when a launch sends one lone first attempt (``goes_ahead``), it takes the run's fence
+(an exclusive transaction-level advisory lock on the run's id, ``hold``), sends the
+message, then commits, so the commit overlaps the message's way to the worker.
+
+The claim of that attempt tries the fence, shared, in its own pipeline (``TRY_SQL``:
+never waited for there). While the launch's transaction is open its rows are not
+visible and the fence is taken: the claim finds nothing and knows why, waits for the
+fence in a transaction of its own (``wait_open``, bounded) and claims again. A launch
+that rolls back frees the fence with no row behind it: the claim finds nothing, as for
+any message whose attempt is not there, and the message is dropped. The record is
+still durable before anyone hears of the result: the worker records the step only
+after the launch's commit.
+
+Only a launch takes a fence exclusively, for a run nobody else knows yet, so the claims
+of other runs never meet it (two run ids whose hashes collide wait a commit for each
+other, no more). A client that stops between its send and its commit holds its fence
+until PostgreSQL drops its connection; a claim waits ``WAIT_S`` at most, then leaves the
+attempt pending, as a lost message, for the sweeper (workers/sweeper.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from psycopg.errors import LockNotAvailable
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from shared.db.pipelined import plain
+from shared.db.session import transaction
+
+if TYPE_CHECKING:  # the planner's claims import this module
+    from lifecycle.planner import Dispatch
+
+# The two-key form of advisory locks, a key space apart from single-key ones (the
+# migrations' and beat's): this class number, then the hash of the run's id.
+FENCE_CLASS = 0x5C11
+_KEY = "%(fence)s, hashtext(%(run)s)"
+HOLD_SQL = f"SELECT pg_advisory_xact_lock({_KEY})"
+TRY_SQL = f"SELECT pg_try_advisory_xact_lock_shared({_KEY}) AS open"
+_WAIT_SQL = f"SELECT pg_advisory_xact_lock_shared({_KEY})"
+WAIT_S = 30.0  # a launch holds its fence for a send and a commit: milliseconds
+
+
+def params(run_id: str) -> dict[str, object]:
+    return {"fence": FENCE_CLASS, "run": run_id}
+
+
+def is_lone_first(row_id: str) -> bool:
+    """The first attempt of a step's only item ("<run>/<step>/-1/1"): the attempt a
+    worker claims with its run's row (workers/step_runner.py ``_claim_lone``), which is
+    the claim that tries the fence."""
+    parts = row_id.rsplit("/", 2)
+    return len(parts) == 3 and parts[1] == "-1" and parts[2] == "1"
+
+
+def goes_ahead(dispatches: Sequence[Dispatch]) -> bool:
+    """Whether a launch's messages may leave before its commit: one message of one lone
+    first attempt. A wider launch (a fan-out known at launch) sends after the commit,
+    so that no claim waits for a commit that is still sending."""
+    return (len(dispatches) == 1 and len(dispatches[0].step_run_ids) == 1
+            and is_lone_first(dispatches[0].step_run_ids[0]))
+
+
+def hold(session: Session, run_id: str) -> None:
+    """Take ``run_id``'s fence in the session's transaction, until it ends."""
+    with plain(session) as pg:
+        pg.execute(HOLD_SQL, params(run_id))
+
+
+def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
+    """Wait until no launch holds ``run_id``'s fence (its transaction committed or rolled
+    back); False after ``wait_s``."""
+    try:
+        with transaction(database_url) as session, plain(session) as pg:
+            # SET LOCAL: the bound lasts this transaction only; it takes no parameters.
+            pg.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+            pg.execute(_WAIT_SQL, params(run_id))
+    except DBAPIError as exc:
+        if isinstance(exc.orig, LockNotAvailable):
+            return False
+        raise
+    return True

@@ -1,0 +1,139 @@
+"""A one-step run's message leaves before its launch commits (lifecycle/launch_fence.py):
+the worker's claim waits for the commit behind the run's fence, a launch that rolls back
+leaves its message nothing to run, and the wait is bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RunResult, Stack, wait_until
+from sqlalchemy import select, text
+
+from lifecycle import launch_fence
+from lifecycle.context import WorkerContext
+from lifecycle.planner import Dispatch
+from lifecycle.submit import create_run
+from lifecycle.tasks import advance_in, send_ahead, send_outcome
+from shared.db.models import PipelineRun, StepRun
+from shared.db.session import transaction
+from shared.plan import build_plan
+from shared.settings import Settings
+from shared.vault import load_vault
+
+HOLD_S = 1.0  # the launch's transaction stays open this long after its message left
+
+
+class _Abandoned(Exception):
+    """Raised inside a launch's transaction: it rolls back."""
+
+
+def _waiting_claims(url: str, run_id: str) -> int:
+    """Sessions waiting for ``run_id``'s fence (a claim that came ahead of the commit)."""
+    with transaction(url) as session:
+        return int(session.execute(text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid = :fence AND objid = hashtext(:run)::oid"),
+            {"fence": launch_fence.FENCE_CLASS, "run": run_id}).scalar_one())
+
+
+def _launch_held(stack: Stack, vault: Path, inputs: dict[str, Any], *,
+                 abandon: bool = False) -> tuple[str, int, datetime]:
+    """Launch `token` as orchestrator/launch.py does, but keep the transaction open
+    HOLD_S after the message went ahead (``abandon``: then roll it back). The run's id,
+    the most claims seen waiting on its fence meanwhile, and when the hold ended."""
+    url = stack.endpoints.database_url
+    ctx = WorkerContext(settings=Settings(_env_file=None, home=stack.home, vault=vault,
+                                          database_url=url),
+                        database_url=url, vault=vault, hostname="test", pid=os.getpid())
+    loaded = load_vault(vault)
+    skill = loaded.get("token")
+    plan = build_plan(skill, loaded.skills, inputs)
+    run_id, waiting = "", 0
+    with pytest.raises(_Abandoned) if abandon else contextlib.nullcontext():
+        with transaction(url) as session:
+            run_id = create_run(session, loaded, skill, inputs, source="production",
+                                triggered_by="test", plan=plan)
+            out = advance_in(session, ctx, run_id)
+            left = send_ahead(stack.app, session, run_id, out)
+            assert left.dispatch == [], "a one-step launch's message did not go ahead"
+            deadline = time.monotonic() + HOLD_S
+            while time.monotonic() < deadline:
+                waiting = max(waiting, _waiting_claims(url, run_id))
+                time.sleep(0.05)
+            released = datetime.now(UTC)
+            if abandon:
+                raise _Abandoned
+        send_outcome(stack.app, ctx, run_id, left)
+    return run_id, waiting, released
+
+
+def test_a_claim_that_comes_ahead_of_its_launch_s_commit_waits_for_it(
+        healthy: Stack, vault: Path) -> None:
+    run_id, waiting, released = _launch_held(healthy, vault, {"key": uuid.uuid4().hex})
+    # The worker had the message during the hold and waited on the fence, not on a
+    # message still on its way.
+    assert waiting == 1, f"no claim waited on {run_id}'s fence while its launch was open"
+    run = healthy.wait_run(run_id)
+    assert run.state == "succeeded", run.error
+    steps = healthy.steps(run_id)
+    assert [(s.attempt, s.state) for s in steps] == [(1, "succeeded")]
+    assert steps[0].started_at is not None and steps[0].started_at >= released
+
+
+def test_a_launch_that_rolls_back_leaves_its_message_nothing_to_run(
+        healthy: Stack, vault: Path, run_skill: Callable[..., RunResult]) -> None:
+    run_id, waiting, _ = _launch_held(healthy, vault, {"key": uuid.uuid4().hex},
+                                      abandon=True)
+    assert waiting == 1, f"no claim waited on {run_id}'s fence while its launch was open"
+    # The claim found no row once the fence was free, and dropped the message.
+    wait_until(lambda: _waiting_claims(healthy.endpoints.database_url, run_id) == 0, 10,
+               "the claim to stop waiting")
+    with healthy.db() as session:
+        assert session.get(PipelineRun, run_id) is None
+        assert session.scalars(select(StepRun).where(StepRun.run_id == run_id)).first() is None
+    after = run_skill("token", vault, "--json", inputs={"key": uuid.uuid4().hex})
+    assert after.code == 0, after  # the worker that waited serves the next run
+
+
+def test_waiting_for_a_fence_is_bounded(healthy: Stack) -> None:
+    url, run_id = healthy.endpoints.database_url, f"fence-{uuid.uuid4().hex}"
+    held, release = threading.Event(), threading.Event()
+
+    def launch() -> None:
+        with transaction(url) as session:
+            launch_fence.hold(session, run_id)
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=launch)
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        assert launch_fence.wait_open(url, run_id, wait_s=0.3) is False
+        assert time.monotonic() - started >= 0.3
+    finally:
+        release.set()
+        holder.join(30)
+    assert launch_fence.wait_open(url, run_id, wait_s=5) is True
+
+
+def test_only_one_lone_first_attempt_goes_ahead_of_its_commit() -> None:
+    def one(*ids: str) -> list[Dispatch]:
+        return [Dispatch(step_run_ids=ids, queue="default")]
+
+    assert launch_fence.goes_ahead(one("r/main/-1/1"))
+    assert not launch_fence.goes_ahead(one("r/main/-1/2"))  # a retry: claimed as a batch
+    assert not launch_fence.goes_ahead(one("r/each/0/1"))  # an item of a fan-out
+    assert not launch_fence.goes_ahead(one("r/each/0/1", "r/each/1/1"))
+    assert not launch_fence.goes_ahead(one("r/a/-1/1") + one("r/b/-1/1"))
+    assert not launch_fence.goes_ahead([])
