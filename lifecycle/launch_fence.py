@@ -31,7 +31,7 @@ from psycopg.errors import LockNotAvailable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from shared.db.pipelined import plain
+from shared.db.pipelined import pipelined, plain
 from shared.db.session import transaction
 
 if TYPE_CHECKING:  # the planner's claims import this module
@@ -68,8 +68,9 @@ def goes_ahead(dispatches: Sequence[Dispatch]) -> bool:
 
 
 def hold(session: Session, run_id: str) -> None:
-    """Take ``run_id``'s fence in the session's transaction, until it ends."""
-    with plain(session) as pg:
+    """Take ``run_id``'s fence in the session's transaction, until it ends (one round
+    trip with the transaction's BEGIN)."""
+    with pipelined(session) as pg:
         pg.execute(HOLD_SQL, params(run_id))
 
 

@@ -82,8 +82,8 @@ class LoneClaim:
 def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
                daemon: str | None, now: datetime) -> LoneClaim:
     """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
-    in one round trip (after the transaction's BEGIN, which psycopg sends and awaits on its
-    own), behind the run's launch fence, tried first: the run's columns but its inputs
+    in one round trip with the transaction's BEGIN, behind the run's launch fence, tried
+    first (lifecycle/launch_fence.py): the run's columns but its inputs
     and outputs are None while another transaction holds the row (it is never waited for,
     holding the attempt's, which a cancel takes the other way round). For a step's only
     item, whose cache hit is recorded and its run planned in the claim's transaction

@@ -3,10 +3,11 @@ send, several statements in one round trip.
 
 Statements sent inside ``pipelined`` go out together and are answered together as the
 block ends; their cursors are read after it. When they are their transaction's first,
-psycopg sends its BEGIN ahead, with a Sync of its own, and waits for it: one round trip
-more. The ORM's UPDATEs stay outside: its flush checks their row counts, which a
-pipeline gives only once it syncs (shared/db/deferred.py lets a flush of INSERTs in).
-``plain`` is the same connection outside a pipeline.
+the transaction's BEGIN goes first in the same pipeline: psycopg would send it ahead with
+a Sync of its own and wait for it, a round trip more (``_begun``). The ORM's UPDATEs stay
+outside: its flush checks their row counts, which a pipeline gives only once it syncs
+(shared/db/deferred.py lets a flush of INSERTs in). ``plain`` is the same connection
+outside a pipeline.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -27,8 +29,31 @@ def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
     Its errors raise as SQLAlchemy raises its own statements' (IntegrityError, a cut
     connection marked invalidated, ...), so callers tell them apart as before; a cut
     connection is invalidated, so the pool never hands it out again."""
-    with plain(session) as pg, pg.pipeline():
+    with plain(session) as pg, _begun(pg):
         yield pg
+
+
+@contextmanager
+def _begun(pg: psycopg.Connection[Any]) -> Iterator[None]:
+    """A pipeline that opens the transaction itself when none is open yet: psycopg, left
+    to it, sends its BEGIN and awaits it alone before the pipeline's statements. Its
+    ``_autocommit`` is set for the pipeline's length only (the public setter refuses once
+    the transaction is open), so that psycopg sends no BEGIN of its own, and the BEGIN is
+    psycopg's own text (isolation level and all). The transaction is then psycopg's as
+    ever: committed or rolled back by SQLAlchemy, or by the COMMIT deferred.py sends."""
+    opening = not pg.autocommit and pg.pgconn.transaction_status == TransactionStatus.IDLE
+    if not opening:
+        with pg.pipeline():
+            yield
+        return
+    begin = pg._get_tx_start_command()
+    pg._autocommit = True
+    try:
+        with pg.pipeline():
+            pg.execute(begin)
+            yield
+    finally:
+        pg._autocommit = False
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from lifecycle.planner import lock_run
 from shared.db import deferred, libpq
 from shared.db.models import PipelineRun
+from shared.db.pipelined import pipelined
 from shared.db.session import transaction
 from shared.states import RunState
 
@@ -270,3 +271,34 @@ def test_a_plain_insert_writes_the_row_as_the_transaction_left_it(url: str) -> N
     finally:
         with transaction(url) as session:
             session.execute(text("DELETE FROM pipeline_runs WHERE id = :id"), {"id": run_id})
+
+
+class _Undo(Exception):
+    pass
+
+
+def test_a_transaction_s_first_pipeline_carries_its_begin(url: str, tmp_path: Path) -> None:
+    """psycopg sends a transaction's BEGIN with a Sync of its own and waits for it;
+    ``pipelined`` sends it first in its pipeline instead, one round trip for all, and
+    the transaction stays one: a later statement sends no BEGIN again, and a rollback
+    takes the pipeline's write back."""
+    with (tmp_path / "trace").open("w+b") as trace:
+        with pytest.raises(_Undo), transaction(url) as session:
+            pgconn = session.connection().connection.driver_connection.pgconn  # type: ignore[union-attr]
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            with pipelined(session) as pg:
+                pg.execute(PUT, {"id": 1, "what": "undone"})
+                pg.execute("SELECT 1")
+            assert pg.autocommit is False
+            assert pg.info.transaction_status == pq.TransactionStatus.INTRANS
+            session.execute(text("SELECT 2"))
+            pgconn.untrace()
+            raise _Undo
+        trace.seek(0)
+        sent = frontend_messages(trace.read().decode())
+    syncs = [i for i, kind in enumerate(sent) if kind == "Sync"]
+    assert sent[0] == "Parse BEGIN", sent
+    assert sent.index("Parse SELECT 1") < syncs[0]  # BEGIN and the pipeline: one Sync
+    assert sent.count("Parse BEGIN") == 1, sent
+    assert stored(url) == []
