@@ -267,9 +267,21 @@ def start_retry(conn: Connection, run_id: str) -> str:
 
 
 def client_context(conn: Connection) -> WorkerContext:
-    return WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
-                         vault=conn.settings.vault.resolve(), hostname=socket.gethostname(),
-                         pid=os.getpid())
+    """This process's context for ``conn``, built once per connection and process: the
+    vault's resolved path and the host name cost syscalls on every launch's path."""
+    key = (id(conn.settings), conn.endpoints.database_url, conn.settings.vault, os.getpid())
+    ctx = _contexts.get(key)
+    if ctx is None or ctx.settings is not conn.settings:  # an id reused after a settings' end
+        ctx = WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
+                            vault=conn.settings.vault.resolve(),
+                            hostname=socket.gethostname(), pid=os.getpid())
+        if len(_contexts) >= 16:  # a test run's many Settings: keep the few live ones
+            _contexts.clear()
+        _contexts[key] = ctx
+    return ctx
+
+
+_contexts: dict[tuple[int, str, Path, int], WorkerContext] = {}
 
 
 def run_progress(conn: Connection, run_id: str, *, counts: bool = True

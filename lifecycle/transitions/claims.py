@@ -45,6 +45,9 @@ _CLAIM_SQL = (
     "r.vault, "
     "r.plan ->> 'workdir' AS workdir")
 _CLAIM = text(re.sub(r"%\((\w+)\)s", r":\1", _CLAIM_SQL))  # the same, for SQLAlchemy
+# One attempt by its id: a scalar key lets PostgreSQL keep one generic plan for it, where
+# an array's is planned again at every execution.
+_CLAIM_ONE_SQL = _CLAIM_SQL.replace("s.id = ANY(%(ids)s)", "s.id = %(id)s")
 # A lone attempt's run, as planner.lock_run reads it (its lazy columns left out).
 _RUN_COLUMNS = [c.name for c in PipelineRun.__table__.columns
                 if c.name not in ("inputs", "outputs")]
@@ -93,7 +96,8 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
         fence = pg.cursor(row_factory=dict_row)
         fence.execute(launch_fence.TRY_SQL, launch_fence.params(run_id))
         claimed = pg.cursor(row_factory=dict_row)
-        claimed.execute(_CLAIM_SQL, _claim_params([row_id], worker, pid, daemon, now))
+        claimed.execute(_CLAIM_ONE_SQL, {**_claim_params([], worker, pid, daemon, now),
+                                         "id": row_id})
         locked = pg.cursor(row_factory=dict_row)
         locked.execute(_LOCK_RUN, {"run": run_id})
     opened = fence.fetchone()
