@@ -15,7 +15,8 @@ above figure (a)'s.
 With --base REV, the revision REV (a git worktree of it) and this tree are measured in
 turn, R rounds (default 3) of each, alternating, on the same host: CPU per function
 tells two versions apart on a host whose noise swamps their end-to-end ratios. The
-functions nobody changed are the control.
+functions nobody changed are the control. A second table, the timeline, gives when each
+function runs (its median first entry and last exit after the run's start).
 
 Results: benchmarks/results/pathcpu-<time>.json.
 """
