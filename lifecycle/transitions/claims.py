@@ -85,12 +85,12 @@ class LoneClaim:
 def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
                daemon: str | None, now: datetime) -> LoneClaim:
     """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
-    in one round trip with the transaction's BEGIN, behind the run's launch fence, tried
-    first (lifecycle/launch_fence.py): the run's columns but its inputs
-    and outputs are None while another transaction holds the row (it is never waited for,
-    holding the attempt's, which a cancel takes the other way round). For a step's only
-    item, whose cache hit is recorded and its run planned in the claim's transaction
-    (workers/step_runner.py)."""
+    in one round trip with the transaction's BEGIN, the run's launch fence tried first
+    (lifecycle/launch_fence.py): the claim (or None), the run's columns but its inputs
+    and outputs (None while another transaction holds the row: it is never waited for,
+    holding the attempt's, which a cancel takes the other way round), and whether the
+    fence was open. For a step's only item, whose cache hit is recorded and its run
+    planned in the claim's transaction (workers/step_runner.py)."""
     run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
         fence = pg.cursor(row_factory=dict_row)
