@@ -31,9 +31,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -69,7 +70,7 @@ def main() -> int:
         return 0
     functions = args.functions.split(",") if args.functions else list(FUNCTIONS)
     rounds = args.rounds or (3 if args.base else 1)
-    measured: dict[str, list[dict[str, object]]] = {}
+    measured: Measured = {}
     with contextlib.ExitStack() as stack:
         sides = {"this tree": ROOT}
         if args.base:
@@ -120,50 +121,47 @@ def side(root: Path, runs: int, functions: list[str]) -> dict[str, object]:
         return result
 
 
-def table(measured: dict[str, list[dict[str, object]]]) -> Table:
-    t = Table(title="ms per one-step cache-hit run: median wall / CPU, each round")
+Measured = dict[str, list[dict[str, Any]]]  # by side: each round's side.json
+
+
+def _keys(measured: Measured) -> list[str]:
+    return sorted({k for results in measured.values() for r in results
+                   for k in r["functions"]})
+
+
+def _grid(measured: Measured, title: str, keys: list[str],
+          cell: Callable[[dict[str, float]], str]) -> Table:
+    """A row per function, a column per side, a cell per round (``cell`` of its figures,
+    "-" where a round did not see the function)."""
+    t = Table(title=title)
     t.add_column("process and function")
     for label in measured:
         t.add_column(label, justify="right")
-    keys = sorted({k for results in measured.values() for r in results
-                   for k in r["functions"]})  # type: ignore[attr-defined]
     for key in keys:
-        cells = []
-        for results in measured.values():
-            shown = []
-            for r in results:
-                f = r["functions"].get(key)  # type: ignore[attr-defined]
-                shown.append(f"{f['wall_ms']:.2f}/{f['cpu_ms']:.2f}" if f else "-")
-            cells.append("  ".join(shown))
-        t.add_row(key, *cells)
+        t.add_row(key, *("  ".join(cell(f) if (f := r["functions"].get(key)) else "-"
+                                   for r in results) for results in measured.values()))
+    return t
+
+
+def table(measured: Measured) -> Table:
+    t = _grid(measured, "ms per one-step cache-hit run: median wall / CPU, each round",
+              _keys(measured), lambda f: f"{f['wall_ms']:.2f}/{f['cpu_ms']:.2f}")
     t.add_row("latency, end to end", *("  ".join(f"{r['latency_ms']:.1f}" for r in results)
                                        for results in measured.values()))
     return t
 
 
-def timeline(measured: dict[str, list[dict[str, object]]]) -> Table:
+def timeline(measured: Measured) -> Table:
     """When each function runs: the median ms after the run's start of its first entry
     and its last exit, in order, so the gaps between processes show (the broker, the
     pool's pipe, the NOTIFY)."""
-    t = Table(title="ms after the run's start: median first entry - last exit, each round")
-    t.add_column("process and function")
-    for label in measured:
-        t.add_column(label, justify="right")
-    first = next(iter(measured.values()))[0]["functions"]  # type: ignore[index]
-    keys = sorted({k for results in measured.values() for r in results
-                   for k in r["functions"]},  # type: ignore[attr-defined]
-                  key=lambda k: first.get(k, {}).get("from_ms", 1e9))
-    for key in keys:
-        cells = []
-        for results in measured.values():
-            shown = []
-            for r in results:
-                f = r["functions"].get(key)  # type: ignore[attr-defined]
-                shown.append(f"{f['from_ms']:.2f}-{f['to_ms']:.2f}" if f and "from_ms" in f
-                             else "-")
-            cells.append("  ".join(shown))
-        t.add_row(key, *cells)
-    return t
+    timed = [r["functions"] for results in measured.values() for r in results
+             if any("from_ms" in f for f in r["functions"].values())]  # older files: none
+    first = timed[0] if timed else {}
+    keys = sorted(_keys(measured), key=lambda k: first.get(k, {}).get("from_ms", 1e9))
+    return _grid(measured, "ms after the run's start: median first entry - last exit, "
+                 "each round", keys,
+                 lambda f: f"{f['from_ms']:.2f}-{f['to_ms']:.2f}" if "from_ms" in f else "-")
 
 
 if __name__ == "__main__":
