@@ -45,7 +45,7 @@ HOOK = HERE / "pathcpu" / "hook"
 # The path of a cache hit through the client, the worker's main process and its pool.
 FUNCTIONS = (
     "orchestrator.launch:launch", "lifecycle.submit:create_run", "lifecycle.tasks:advance_in",
-    "lifecycle.canvas:dispatch_steps", "orchestrator.launch:_Listener.ended",
+    "lifecycle.canvas:dispatch_steps", "orchestrator.run_end_listener:RunEndListener.ended",
     "shared.signed_messages:Gate.admit", "workers.step_runner:_claim_lone",
     "lifecycle.transitions.claims:claim_lone", "workers.step_runner:_look_up_cache",
     "shared.cache:lookup_many", "workers.step_runner:_cache_hit",

@@ -11,11 +11,14 @@ stops the command, naming the fix, since every message it sent would be refused.
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from celery import Celery
 
+from lifecycle.context import WorkerContext
 from shared import daemon_key
 from shared.celery_app import create_app
 from shared.db import daemon_keys
@@ -34,6 +37,24 @@ class Connection:
     # The SKILLQ_HOME whose local stack starts a worker class on a run's first need of it
     # (orchestrator/local_stack.py ensure_workers); None: the workers are someone else's.
     local_workers: Path | None = None
+
+
+def client_context(conn: Connection) -> WorkerContext:
+    """This process's context for ``conn``, built once per connection and process: the
+    vault's resolved path and the host name cost syscalls on every launch's path."""
+    key = (id(conn.settings), conn.endpoints.database_url, conn.settings.vault, os.getpid())
+    ctx = _contexts.get(key)
+    if ctx is None or ctx.settings is not conn.settings:  # an id reused after a settings' end
+        ctx = WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
+                            vault=conn.settings.vault.resolve(),
+                            hostname=socket.gethostname(), pid=os.getpid())
+        if len(_contexts) >= 16:  # a test run's many Settings: keep the few live ones
+            _contexts.clear()
+        _contexts[key] = ctx
+    return ctx
+
+
+_contexts: dict[tuple[int, str, Path, int], WorkerContext] = {}
 
 
 def enroll_own_key(settings: Settings, database_url: str, *, refuse_revoked: bool = True

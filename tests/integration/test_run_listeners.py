@@ -12,7 +12,7 @@ from conftest import Stack
 
 from lifecycle.recording import FILES_DONE_CHANNEL
 from lifecycle.tasks import RUN_DONE_CHANNEL
-from orchestrator import launch, run_listeners
+from orchestrator import run_end_listener, run_listeners
 from shared.db import libpq
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_a_run_s_end_and_files_notices_in_one_packet_are_both_heard(url: str) ->
     """A busy client may read a run's end and its files' notice from the socket in one
     go: the wait that returns at the end must keep the files' notice for the next wait
     (a `skillq run` once waited the whole FILES_WAIT_S for a notice it had dropped)."""
-    listener = launch._Listener(url)
+    listener = run_end_listener.RunEndListener(url)
     listener.open()
     try:
         with libpq.connect(url) as other:  # one commit: both notices go out together
