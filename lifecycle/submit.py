@@ -6,10 +6,8 @@ an orchestrator used as a step.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,18 +17,11 @@ from shared.inputs import resolve_inputs
 from shared.model_spec import resolve as resolve_model
 from shared.plan import Plan, build_plan
 from shared.skill import Skill
-from shared.vault import Vault
+from shared.vault import Vault, resolved_root
 
 
 def new_run_id() -> str:
     return "run-" + uuid.uuid4().hex[:16]
-
-
-@functools.lru_cache(maxsize=64)
-def _resolved(root: Path) -> str:
-    """A vault's absolute path, as runs record it: resolved once per process (a lstat per
-    component of it on every launch's path otherwise)."""
-    return str(root.resolve())
 
 
 def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
@@ -48,7 +39,7 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
     run_id = new_run_id()
     transitions.new_run(session, run_id=run_id, skill=skill.name,
                         version=skill.manifest.version, source=source,
-                        vault=_resolved(vault.root),
+                        vault=str(resolved_root(vault.root)),
                         plan=plan.model_dump(mode="json", by_alias=True), inputs=inputs,
                         triggered_by=triggered_by, parent_step_run_id=parent_step_run_id,
                         agent_call=agent_call)

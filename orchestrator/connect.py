@@ -26,6 +26,7 @@ from shared.db.migrate import upgrade
 from shared.db.session import transaction
 from shared.endpoints import Endpoints
 from shared.settings import Settings, get_settings
+from shared.vault import resolved_root
 
 
 @dataclass(frozen=True)
@@ -40,21 +41,11 @@ class Connection:
 
 
 def client_context(conn: Connection) -> WorkerContext:
-    """This process's context for ``conn``, built once per connection and process: the
-    vault's resolved path and the host name cost syscalls on every launch's path."""
-    key = (id(conn.settings), conn.endpoints.database_url, conn.settings.vault, os.getpid())
-    ctx = _contexts.get(key)
-    if ctx is None or ctx.settings is not conn.settings:  # an id reused after a settings' end
-        ctx = WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
-                            vault=conn.settings.vault.resolve(),
-                            hostname=socket.gethostname(), pid=os.getpid())
-        if len(_contexts) >= 16:  # a test run's many Settings: keep the few live ones
-            _contexts.clear()
-        _contexts[key] = ctx
-    return ctx
-
-
-_contexts: dict[tuple[int, str, Path, int], WorkerContext] = {}
+    """What this process needs to run the lifecycle for ``conn`` (its launches, cancels,
+    benchmarks.json windows)."""
+    return WorkerContext(settings=conn.settings, database_url=conn.endpoints.database_url,
+                         vault=resolved_root(conn.settings.vault),
+                         hostname=socket.gethostname(), pid=os.getpid())
 
 
 def enroll_own_key(settings: Settings, database_url: str, *, refuse_revoked: bool = True

@@ -7,6 +7,7 @@ worker or the dashboard asking many times in a burst reads the disk once.
 from __future__ import annotations
 
 import difflib
+import functools
 import threading
 import time
 from collections.abc import Mapping
@@ -50,6 +51,13 @@ class Vault:
     @property
     def valid(self) -> bool:
         return not self.problems
+
+
+@functools.lru_cache(maxsize=64)
+def resolved_root(root: Path) -> Path:
+    """A vault's absolute path, resolved once per process: runs record it and a client's
+    context carries it, and resolving costs a lstat per path component at every launch."""
+    return root.resolve()
 
 
 def skill_folders(root: Path) -> list[Path]:

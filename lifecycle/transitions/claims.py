@@ -56,9 +56,9 @@ _LOCK_RUN = (f"SELECT {', '.join(_RUN_COLUMNS)} FROM pipeline_runs "  # noqa: S6
 check_step(StepState.PENDING, StepState.RUNNING)  # the claim's one transition, at import
 
 
-def _claim_params(ids: Sequence[str], worker: str, pid: int, daemon: str | None,
-                  now: datetime) -> dict[str, Any]:
-    return {"ids": list(ids), "worker": worker, "pid": pid, "daemon": daemon, "now": now,
+def _claim_params(worker: str, pid: int, daemon: str | None, now: datetime
+                  ) -> dict[str, Any]:
+    return {"worker": worker, "pid": pid, "daemon": daemon, "now": now,
             "running": StepState.RUNNING.value, "pending": StepState.PENDING.value,
             "ended": [s.value for s in ENDED_RUN]}
 
@@ -70,7 +70,8 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
     Two deliveries of one message race on the row lock: the second re-checks the pending
     state after the first commits and claims nothing. A run that ended claims nothing.
     """
-    rows = session.execute(_CLAIM, _claim_params(ids, worker, pid, daemon, now)).all()
+    rows = session.execute(_CLAIM, {**_claim_params(worker, pid, daemon, now),
+                                    "ids": list(ids)}).all()
     moved_rows(session, rows, StepState.PENDING, StepState.RUNNING)
     return {r.id: Claimed(**r._asdict()) for r in rows}
 
@@ -96,7 +97,7 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
         fence = pg.cursor(row_factory=dict_row)
         fence.execute(launch_fence.TRY_SQL, launch_fence.params(run_id))
         claimed = pg.cursor(row_factory=dict_row)
-        claimed.execute(_CLAIM_ONE_SQL, {**_claim_params([], worker, pid, daemon, now),
+        claimed.execute(_CLAIM_ONE_SQL, {**_claim_params(worker, pid, daemon, now),
                                          "id": row_id})
         locked = pg.cursor(row_factory=dict_row)
         locked.execute(_LOCK_RUN, {"run": run_id})

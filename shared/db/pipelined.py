@@ -42,18 +42,17 @@ def _begun(pg: psycopg.Connection[Any]) -> Iterator[None]:
     psycopg's own text (isolation level and all). The transaction is then psycopg's as
     ever: committed or rolled back by SQLAlchemy, or by the COMMIT deferred.py sends."""
     opening = not pg.autocommit and pg.pgconn.transaction_status == TransactionStatus.IDLE
-    if not opening:
-        with pg.pipeline():
-            yield
-        return
-    begin = pg._get_tx_start_command()
-    pg._autocommit = True
+    begin = pg._get_tx_start_command() if opening else None
+    if opening:
+        pg._autocommit = True
     try:
         with pg.pipeline():
-            pg.execute(begin)
+            if begin is not None:
+                pg.execute(begin)
             yield
     finally:
-        pg._autocommit = False
+        if opening:
+            pg._autocommit = False
 
 
 @contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from conftest import Stack
 from psycopg import pq
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from lifecycle.planner import lock_run
 from shared.db import deferred, libpq
@@ -163,12 +165,29 @@ def frontend_messages(trace: str) -> list[str]:
     return sent
 
 
+@contextmanager
+def wire(session: Session, path: Path) -> Iterator[list[str]]:
+    """The frontend messages the session's connection sends inside the block, in order
+    (``frontend_messages`` of libpq's trace), filled as the block ends."""
+    sent: list[str] = []
+    pgconn = session.connection().connection.driver_connection.pgconn  # type: ignore[union-attr]
+    with path.open("w+b") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield sent
+        finally:
+            pgconn.untrace()
+            trace.seek(0)
+            sent.extend(frontend_messages(trace.read().decode()))
+
+
 def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str,
                                                    tmp_path: Path) -> None:
     """A row this transaction holds FOR UPDATE (planner.lock_run) is written in the
     commit's pipeline, with the deferred writes: not sent before the COMMIT, and in its
     round trip (no Sync between them on the wire, as libpq's trace shows)."""
-    with (tmp_path / "trace").open("w+b") as trace, transaction(url) as session:
+    with transaction(url) as session:
         run = lock_run(session, run_id)
         assert run is not None
         run.state, run.progress = "running", {"one": {"state": "running", "items": 1}}
@@ -178,13 +197,8 @@ def test_a_held_row_s_update_goes_with_the_commit(url: str, run_id: str,
         assert session.connection().execute(
             text("SELECT state FROM pipeline_runs WHERE id = :id"), {"id": run_id}
         ).scalar() == "pending"
-        pgconn = session.connection().connection.driver_connection.pgconn  # type: ignore[union-attr]
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-        session.commit()
-        pgconn.untrace()
-        trace.seek(0)
-        sent = frontend_messages(trace.read().decode())
+        with wire(session, tmp_path / "trace") as sent:
+            session.commit()
     update = sent.index("Parse UPDATE pipeline_runs")
     commit = sent.index("Parse COMMIT")
     assert update < sent.index("Parse INSERT INTO") < commit  # the deferred write after it
@@ -282,21 +296,15 @@ def test_a_transaction_s_first_pipeline_carries_its_begin(url: str, tmp_path: Pa
     ``pipelined`` sends it first in its pipeline instead, one round trip for all, and
     the transaction stays one: a later statement sends no BEGIN again, and a rollback
     takes the pipeline's write back."""
-    with (tmp_path / "trace").open("w+b") as trace:
-        with pytest.raises(_Undo), transaction(url) as session:
-            pgconn = session.connection().connection.driver_connection.pgconn  # type: ignore[union-attr]
-            pgconn.trace(trace.fileno())
-            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+    with pytest.raises(_Undo), transaction(url) as session:
+        with wire(session, tmp_path / "trace") as sent:
             with pipelined(session) as pg:
                 pg.execute(PUT, {"id": 1, "what": "undone"})
                 pg.execute("SELECT 1")
             assert pg.autocommit is False
             assert pg.info.transaction_status == pq.TransactionStatus.INTRANS
             session.execute(text("SELECT 2"))
-            pgconn.untrace()
-            raise _Undo
-        trace.seek(0)
-        sent = frontend_messages(trace.read().decode())
+        raise _Undo
     syncs = [i for i, kind in enumerate(sent) if kind == "Sync"]
     assert sent[0] == "Parse BEGIN", sent
     assert sent.index("Parse SELECT 1") < syncs[0]  # BEGIN and the pipeline: one Sync
