@@ -52,7 +52,8 @@ def main() -> None:
 def medians(logs: Path, windows: list[tuple[float, float]], roles: dict[int, str]
             ) -> dict[str, dict[str, float]]:
     """By "role function": the median over runs of the wall and CPU ms spent in it
-    per run (calls within a run summed), for those seen in at least half the runs. A
+    per run (calls within a run summed), and of when it was first entered and last left
+    (ms after the run's start), for those seen in at least half the runs. A
     process neither the client nor the worker's main one is its pool ("pool")."""
     if not windows:
         return {}
