@@ -136,9 +136,13 @@ def grant_group_search(home: Path, gid: int) -> None:
 
 
 def _search_group(home: Path) -> int | None:
-    """The group of the account that owns home's PostgreSQL data, when it is not us."""
+    """The group of the account that owns home's PostgreSQL data, when it is not us.
+
+    Read from the data's parent: a start chowns it before it grants the search, and
+    initdb makes the data only after, so a second caller in between must see the grant
+    as meant (it used to strip it, and the first start's initdb failed)."""
     try:
-        st = (home / PG_DATA).stat()
+        st = (home / PG_DATA).parent.stat()
     except OSError:
         return None
     return st.st_gid if st.st_uid != os.geteuid() else None

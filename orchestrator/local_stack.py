@@ -300,9 +300,11 @@ started: list[subprocess.Popen[bytes]] = []
 @contextlib.contextmanager
 def stack_lock(home: Path) -> Iterator[None]:
     """One starter or stopper at a time, so two `skillq run` never start two servers."""
-    private_home(home)  # queued payloads, logs, the servers' passwords: owner-only
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # for the lock file
     try:  # only the acquire can time out: nothing under the lock takes another filelock
         with filelock.FileLock(str(home / "stack.lock"), timeout=LOCK_TIMEOUT_S):
+            # under the lock: a start holding it may be changing home's mode for its server
+            private_home(home)  # queued payloads, logs, the servers' passwords: owner-only
             yield
     except filelock.Timeout as exc:
         raise ConfigError(f"another skillq has held {home / 'stack.lock'} for "

@@ -33,6 +33,7 @@ from orchestrator.embedded import (
     resolve_endpoints,
     stop_embedded,
 )
+from orchestrator.embedded_credentials import grant_group_search, private_home
 from shared.endpoints import Endpoints
 from shared.errors import ConfigError
 
@@ -139,6 +140,30 @@ def test_a_loose_home_is_tightened(home: Path) -> None:
     home.mkdir(mode=0o755)
     home.chmod(0o755)
     resolve_endpoints(settings_for(home))
+    assert_private(home)
+
+
+def test_a_caller_arriving_mid_start_leaves_postgres_its_way_in(home: Path) -> None:
+    """A second skillq that tightens home while the first start sits between granting
+    PostgreSQL's account its search and initdb making the data (the data's parent is that
+    account's already, the data not there yet) keeps the grant: stripped, initdb could not
+    reach its data and the first start failed (seen as a flake of concurrent callers)."""
+    account = embedded._pg_account()
+    home.mkdir(mode=0o700)
+    (home / "postgres").mkdir(mode=0o700)
+    if account is None:  # not root: PostgreSQL runs as us, home stays 0700
+        home.chmod(0o710)
+        private_home(home)
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        return
+    os.chown(home / "postgres", *account)  # the start's order: the parent first,
+    grant_group_search(home, account[1])  # then home's search; initdb not yet
+    private_home(home)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o710 and home.stat().st_gid == account[1]
+    endpoints = resolve_endpoints(settings_for(home))  # the start goes on from there
+    creds = read_credentials(home)
+    assert creds is not None
+    assert_locked_down(endpoints, creds)
     assert_private(home)
 
 
