@@ -121,10 +121,10 @@ class Cgroup:
         try:
             yield
         finally:
-            for back in own.values():
+            for back in set(own.values()):
                 if back is not None:
                     with contextlib.suppress(OSError):
-                        (path / "cgroup.procs").write_text(str(os.getpid()))
+                        (back / "cgroup.procs").write_text(str(os.getpid()))
 
     def set_limits(self, memory_mb: int, processes: int) -> None:
         try:

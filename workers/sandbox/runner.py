@@ -29,6 +29,11 @@ log = logging.getLogger("skillq.sandbox")
 SCRATCH_ROOT = "skillq-scratch"
 X11_SOCKETS = "/tmp/.X11-unix"  # noqa: S108 - where X servers put them
 KEPT_LAUNCHERS = 3  # per process: network on and off, and a run's working directory
+# bubblewrap binds / with every mount under it, then remounts each read-only: a mount
+# that comes or goes in between (`ip netns add` or `del`, a container starting) fails
+# that remount and the start. Such a start is tried again, a few times.
+MOUNT_RACE = "Unable to apply mount flags"
+START_TRIES = 5
 
 
 def scratch_root() -> Path:
@@ -60,15 +65,19 @@ def probe(settings: Settings) -> str | None:
     if account:
         options, command = [], ["setpriv", f"--reuid={account[0]}", f"--regid={account[1]}",
                                 "--clear-groups", "--", "true"]
-    try:
-        done = subprocess.run([exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                               "--unshare-pid", "--as-pid-1", *options, "--", *command],
-                              capture_output=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap failed: {exc}"
-    if done.returncode:
-        return f"bwrap failed: {done.stderr.decode(errors='replace').strip()[:300]}"
-    return None
+    for tries_left in reversed(range(START_TRIES)):
+        try:
+            done = subprocess.run([exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev",
+                                   "/dev", "--unshare-pid", "--as-pid-1", *options, "--",
+                                   *command], capture_output=True, timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap failed: {exc}"
+        said = done.stderr.decode(errors="replace").strip()
+        if not done.returncode:
+            return None
+        if MOUNT_RACE not in said or not tries_left:
+            return f"bwrap failed: {said[:300]}"
+    raise AssertionError("unreachable: the last try returns")
 
 
 def _way_down(path: Path) -> list[str]:
@@ -213,13 +222,23 @@ class Sandbox:
             self.launchers.pop(next(iter(self.launchers))).close()
         if self.cgroup is not None:  # room for this process while it starts bubblewrap
             self.cgroup.lift_limits()
-        launcher = Zygote(self._bwrap_argv(network, workdir, vault), rlimits, self.cgroup)
+        launcher = self._started(self._bwrap_argv(network, workdir, vault), rlimits)
         if self.cgroup is not None:  # a step's memory flood kills the step, not this
             for pid in launcher.outer_pids():
                 with contextlib.suppress(OSError):
                     Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
         self.launchers[key] = launcher
         return launcher
+
+    def _started(self, argv: list[str], rlimits: dict[str, tuple[int, int]]) -> Zygote:
+        for tries_left in reversed(range(START_TRIES)):
+            try:
+                return Zygote(argv, rlimits, self.cgroup)
+            except SandboxError as exc:
+                if MOUNT_RACE not in str(exc) or not tries_left:
+                    raise
+                log.info("the host's mounts changed while bubblewrap started; again: %s", exc)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     # -- starting a command ------------------------------------------------------------
 
