@@ -4,27 +4,36 @@ Sent after the commit, a one-step run's message waited for the commit's round tr
 fsync and SQLAlchemy's work at the commit: on the path of every `skillq run`. Instead,
 when a launch sends one lone first attempt (``goes_ahead``), it takes the run's fence
 (an exclusive transaction-level advisory lock on the run's id, ``hold``), sends the
-message, then commits, so the commit overlaps the message's way to the worker.
+message, then commits, so the commit overlaps the message's way to the worker. The
+lock's statement is on the wire before the message is sent, and its answer is awaited
+only after, so the lock's round trip overlaps the send too.
 
 The claim of that attempt tries the fence, shared, in its own pipeline (``TRY_SQL``:
 never waited for there). While the launch's transaction is open its rows are not
 visible and the fence is taken: the claim finds nothing and knows why, waits for the
-fence in a transaction of its own (``wait_open``, bounded) and claims again. A launch
-that rolls back frees the fence with no row behind it: the claim finds nothing, as for
-any message whose attempt is not there, and the message is dropped. The record is
-still durable before anyone hears of the result: the worker records the step only
-after the launch's commit.
+fence in a transaction of its own (``wait_open``, bounded) and claims again. A claim
+that finds the fence free and the run unknown came ahead of the lock itself (the lock
+travels one hop to PostgreSQL, the message several, so this is rare) or its launch
+rolled back: it waits ``UNSEEN_WAIT_S`` at most for either the fence or the run to show
+(``wait_seen``), then claims again. A launch that rolled back shows neither: the claim
+finds nothing, as for any message whose attempt is not there, and the message is
+dropped. The record is still durable before anyone hears of the result: the worker
+records the step only after the launch's commit.
 
 Only a launch takes a fence exclusively, for a run nobody else knows yet, so the claims
 of other runs never meet it (two run ids whose hashes collide wait a commit for each
 other, no more). A client that stops between its send and its commit holds its fence
 until PostgreSQL drops its connection; a claim waits ``WAIT_S`` at most, then leaves the
-attempt pending, as a lost message, for the sweeper (workers/sweeper.py).
+attempt pending, as a lost message, for the sweeper (workers/sweeper.py), which also
+sends again an attempt whose message was dropped while its launch was slower than
+``UNSEEN_WAIT_S``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from psycopg.errors import LockNotAvailable
@@ -42,9 +51,13 @@ if TYPE_CHECKING:  # the planner's claims import this module
 FENCE_CLASS = 0x5C11
 _KEY = "%(fence)s, hashtext(%(run)s)"
 HOLD_SQL = f"SELECT pg_advisory_xact_lock({_KEY})"
-TRY_SQL = f"SELECT pg_try_advisory_xact_lock_shared({_KEY}) AS open"
+_KNOWN = "EXISTS (SELECT 1 FROM pipeline_runs WHERE id = %(run)s)"
+TRY_SQL = f"SELECT pg_try_advisory_xact_lock_shared({_KEY}) AS open, {_KNOWN} AS known"
 _WAIT_SQL = f"SELECT pg_advisory_xact_lock_shared({_KEY})"
+_SEEN_SQL = f"SELECT NOT pg_try_advisory_xact_lock_shared({_KEY}) OR {_KNOWN}"
 WAIT_S = 30.0  # a launch holds its fence for a send and a commit: milliseconds
+UNSEEN_WAIT_S = 1.0  # for a fence whose lock is behind its message: microseconds
+_SEEN_POLL_S = 0.02
 
 
 def params(run_id: str) -> dict[str, object]:
@@ -67,11 +80,15 @@ def goes_ahead(dispatches: Sequence[Dispatch]) -> bool:
             and is_lone_first(dispatches[0].step_run_ids[0]))
 
 
-def hold(session: Session, run_id: str) -> None:
-    """Take ``run_id``'s fence in the session's transaction, until it ends (one round
-    trip with the transaction's BEGIN)."""
+@contextmanager
+def hold(session: Session, run_id: str) -> Iterator[None]:
+    """Take ``run_id``'s fence in the session's transaction, until it ends: its statement
+    (with the transaction's BEGIN) is sent before the block runs, and its answer awaited
+    as the block ends, so what the block sends (the message) overlaps its round trip.
+    The block must not use the session: its connection is in a pipeline meanwhile."""
     with pipelined(session) as pg:
         pg.execute(HOLD_SQL, params(run_id))
+        yield
 
 
 def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
@@ -87,3 +104,18 @@ def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
             return False
         raise
     return True
+
+
+def wait_seen(database_url: str, run_id: str, wait_s: float = UNSEEN_WAIT_S) -> bool:
+    """Wait until ``run_id``'s fence is taken or its run committed (a claim that found
+    neither may have come ahead of its launch's lock); False after ``wait_s``: no launch
+    of that run is under way, or it is slower than a launch should be."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with transaction(database_url) as session, plain(session) as pg:
+            row = pg.execute(_SEEN_SQL, params(run_id)).fetchone()
+        if row is not None and row[0]:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_SEEN_POLL_S)

@@ -16,14 +16,13 @@ from celery import Celery, Task, shared_task
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lifecycle import canvas, launch_fence, transitions
+from lifecycle import canvas, launch_fence, run_end_notice, transitions
 from lifecycle.context import WorkerContext, current
 from lifecycle.planner import Dispatch, Outcome
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import files_due, write_files
 from lifecycle.routing import OnlineDaemon
 from lifecycle.run_end import finish_parent
-from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.db.outage import through_outage
 from shared.db.session import transaction
@@ -31,7 +30,6 @@ from shared.errors import RunNotFound
 from shared.states import RunState, StepState
 
 log = logging.getLogger(__name__)
-RUN_DONE_CHANNEL = "skillq_run_done"  # NOTIFY payload: the run id, at its final commit
 
 
 def advance_run(app: Celery, ctx: WorkerContext, run_id: str) -> None:
@@ -58,7 +56,7 @@ def advance_in(session: Session, ctx: WorkerContext, run_id: str, *,
             # item, so a 5,000-item fan-out rewrites each file once; after the commit.
             out.files = files_due(ctx, run, out.settled_skills, pipeline=out.finished)
     if out.finished:
-        deferred.notify(session, RUN_DONE_CHANNEL, run_id)
+        run_end_notice.announce(session, run_id)
     return out
 
 
@@ -92,7 +90,7 @@ def cancel_in(session: Session, ctx: WorkerContext, run_id: str, reason: str
     skills = set(session.scalars(select(StepRun.skill).where(
         StepRun.id.in_(stopped))).all()) if stopped else set()
     out.files = files_due(ctx, run, skills, pipeline=True)
-    deferred.notify(session, RUN_DONE_CHANNEL, run_id)
+    run_end_notice.announce(session, run_id)
     return Cancelled(run_id, run.state, tuple(stopped), ended_now=True), out
 
 
@@ -110,13 +108,13 @@ def send_ahead(app: Celery, session: Session, run_id: str, out: Outcome) -> Outc
     fails here is left to it too, which tries again and raises as after any commit."""
     if not launch_fence.goes_ahead(out.dispatch):
         return out
-    launch_fence.hold(session, run_id)
-    try:
-        canvas.dispatch_steps(app, out.dispatch)
-    except Exception as exc:
-        log.warning("sending %s's first step before its commit failed (%s); "
-                    "sending it after", run_id, exc)
-        return out
+    with launch_fence.hold(session, run_id):
+        try:
+            canvas.dispatch_steps(app, out.dispatch)
+        except Exception as exc:
+            log.warning("sending %s's first step before its commit failed (%s); "
+                        "sending it after", run_id, exc)
+            return out
     return replace(out, dispatch=[])
 
 

@@ -12,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from lifecycle.recording import FILES_DONE_CHANNEL, ended_run_files, write_files
-from lifecycle.tasks import RUN_DONE_CHANNEL
+from lifecycle.run_end_notice import RUN_DONE_CHANNEL, record_of, run_of
 from orchestrator import run_listeners
 from orchestrator.connect import Connection, client_context
 from shared.db.models import PipelineRun
@@ -36,6 +36,7 @@ class RunEndListener:
         self._database_url = database_url
         self._pg: psycopg.Connection[Any] | None = None
         self._heard: set[tuple[str, str]] = set()  # (channel, run id) announced
+        self._records: dict[str, PipelineRun] = {}  # run id -> the record its end carried
 
     def open(self) -> None:
         if self._pg is None:
@@ -56,10 +57,14 @@ class RunEndListener:
     def ended(self, run_id: str) -> PipelineRun | None:
         """The run's whole record if it has ended, else None.
 
-        Read on this connection as ``state`` is (a session's read would add a pool
-        checkout, a transaction and the ORM's load to the end of every wait): a
-        PipelineRun outside any session, as run_progress gives one. The connection
-        goes on listening, for the run's files (``await_files``)."""
+        As its end's notice carried it (lifecycle/run_end_notice.py), or read on this
+        connection as ``state`` is (a session's read would add a pool checkout, a
+        transaction and the ORM's load to the end of every wait): a PipelineRun outside
+        any session, as run_progress gives one. The connection goes on listening, for
+        the run's files (``await_files``)."""
+        carried = self._records.pop(run_id, None)
+        if carried is not None:
+            return carried
         assert self._pg is not None
         columns = [c.name for c in PipelineRun.__table__.columns]
         with self._pg.cursor(row_factory=dict_row) as cur:
@@ -81,8 +86,13 @@ class RunEndListener:
             # Each batch read whole (stop_after): leaving the generator mid-batch would
             # drop the notices read with the one awaited, such as this run's files'.
             for note in self._pg.notifies(timeout=max(0.0, left_s), stop_after=1):
-                if note.payload == run_id:
-                    self._heard.add((note.channel, run_id))
+                if run_of(note.payload) != run_id:
+                    continue
+                self._heard.add((note.channel, run_id))
+                if note.channel == RUN_DONE_CHANNEL:
+                    record = record_of(note.payload, self._pg.info.timezone)
+                    if record is not None:
+                        self._records[run_id] = record
         return True
 
     def await_files(self, conn: Connection, run: PipelineRun) -> None:

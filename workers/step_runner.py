@@ -177,6 +177,11 @@ class _Fenced:
     """Nothing claimed because the run's launch has not committed yet."""
 
 
+class _Unseen:
+    """Nothing claimed, the run's fence free and its run not there: the message came
+    ahead of its launch's lock, or the launch rolled back."""
+
+
 def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
                 ) -> _Lone | None:
     """Claim a lone first attempt and look up its cache entry, as ``claim_batch`` does;
@@ -189,27 +194,34 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     attempt's row could deadlock with a cancel, which takes the run's row first. Held
     elsewhere, the hit is recorded as any result is (``finish_batch``). A message that
     came ahead of its launch's commit (lifecycle/launch_fence.py) finds nothing the
-    first time: it waits for the launch to end and claims again."""
+    first time: it waits for the launch to end and claims again (and, when it came
+    ahead of the launch's lock itself, first for the lock)."""
+    run_id = row_id.rsplit("/", 3)[0]
     lone = _claim_lone_once(ctx, row_id, worker, plan_in)
-    if not isinstance(lone, _Fenced):
-        return lone
-    if not launch_fence.wait_open(ctx.database_url, row_id.rsplit("/", 3)[0]):
-        log.warning("the launch of %s held its run past %.0fs: left to the sweeper",
-                    row_id, launch_fence.WAIT_S)
-        return None
-    again = _claim_lone_once(ctx, row_id, worker, plan_in)
-    return None if isinstance(again, _Fenced) else again
+    if isinstance(lone, _Unseen):
+        if not launch_fence.wait_seen(ctx.database_url, run_id):
+            return None  # rolled back (or the sweeper's, should it commit yet)
+        lone = _claim_lone_once(ctx, row_id, worker, plan_in)
+    if isinstance(lone, _Fenced):
+        if not launch_fence.wait_open(ctx.database_url, run_id):
+            log.warning("the launch of %s held its run past %.0fs: left to the sweeper",
+                        row_id, launch_fence.WAIT_S)
+            return None
+        lone = _claim_lone_once(ctx, row_id, worker, plan_in)
+    return lone if isinstance(lone, _Lone) else None
 
 
 def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
-                     ) -> _Lone | _Fenced | None:
+                     ) -> _Lone | _Fenced | _Unseen | None:
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
         lone = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
                                       daemon=ctx.daemon, now=now)
         c, locked = lone.claimed, lone.run
         if c is None:
-            return None if lone.fence_open else _Fenced()
+            if not lone.fence_open:
+                return _Fenced()
+            return None if lone.run_known else _Unseen()
         job = _job(ctx, session, c)
         _look_up_cache(session, [job])
         result = _cache_hit(ctx, job)

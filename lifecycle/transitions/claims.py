@@ -81,6 +81,7 @@ class LoneClaim:
     claimed: Claimed | None  # None: nothing pending (or not yet visible: ``fence_open``)
     run: dict[str, Any] | None  # the run's columns, None while another transaction holds it
     fence_open: bool  # False: the run's launch has not committed yet (lifecycle/launch_fence.py)
+    run_known: bool  # the run's row is committed (when the fence is open too: it may not be yet)
 
 
 def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
@@ -89,9 +90,10 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     in one round trip with the transaction's BEGIN, the run's launch fence tried first
     (lifecycle/launch_fence.py): the claim (or None), the run's columns but its inputs
     and outputs (None while another transaction holds the row: it is never waited for,
-    holding the attempt's, which a cancel takes the other way round), and whether the
-    fence was open. For a step's only item, whose cache hit is recorded and its run
-    planned in the claim's transaction (workers/step_runner.py)."""
+    holding the attempt's, which a cancel takes the other way round), whether the
+    fence was open and whether the run's row was there. For a step's only item, whose
+    cache hit is recorded and its run planned in the claim's transaction
+    (workers/step_runner.py)."""
     run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
         fence = pg.cursor(row_factory=dict_row)
@@ -104,11 +106,11 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     opened = fence.fetchone()
     row = claimed.fetchone()
     run = locked.fetchone()
-    fence_open = bool(opened and opened["open"])
+    fence_open, known = bool(opened and opened["open"]), bool(opened and opened["known"])
     if row is None:
-        return LoneClaim(None, run, fence_open)
+        return LoneClaim(None, run, fence_open, known)
     moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
-    return LoneClaim(Claimed(**row), run, fence_open)
+    return LoneClaim(Claimed(**row), run, fence_open, known)
 
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,

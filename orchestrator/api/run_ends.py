@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from lifecycle.tasks import RUN_DONE_CHANNEL
+from lifecycle.run_end_notice import RUN_DONE_CHANNEL, run_of
 from shared.db import libpq
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class RunEnds:
                 pg = libpq.listening(self._database_url, RUN_DONE_CHANNEL)
                 while not self._stop.is_set():
                     for note in pg.notifies(timeout=LISTEN_SLICE_S):
-                        self._wake(note.payload)
+                        self._wake(run_of(note.payload))
             except Exception as exc:  # an outage: the polls carry on reading records
                 log.warning("run-end listener lost its connection (%s); reconnecting",
                             type(exc).__name__)

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from conftest import RunResult, Stack, wait_until
 from sqlalchemy import select, text
 
 from lifecycle import launch_fence
+from lifecycle.canvas import dispatch_steps
 from lifecycle.context import WorkerContext
 from lifecycle.planner import Dispatch
 from lifecycle.submit import create_run
@@ -46,10 +48,13 @@ def _waiting_claims(url: str, run_id: str) -> int:
 
 
 def _launch_held(stack: Stack, vault: Path, inputs: dict[str, Any], *,
-                 abandon: bool = False) -> tuple[str, int, datetime]:
+                 abandon: bool = False, fence_after_s: float | None = None
+                 ) -> tuple[str, int, datetime]:
     """Launch `token` as orchestrator/launch.py does, but keep the transaction open
-    HOLD_S after the message went ahead (``abandon``: then roll it back). The run's id,
-    the most claims seen waiting on its fence meanwhile, and when the hold ended."""
+    HOLD_S after the message went ahead (``abandon``: then roll it back;
+    ``fence_after_s``: take the fence that long after the message left, as a lock
+    overtaken by its message would be). The run's id, the most claims seen waiting on
+    its fence meanwhile, and when the hold ended."""
     url = stack.endpoints.database_url
     ctx = WorkerContext(settings=Settings(_env_file=None, home=stack.home, vault=vault,
                                           database_url=url),
@@ -63,7 +68,13 @@ def _launch_held(stack: Stack, vault: Path, inputs: dict[str, Any], *,
             run_id = create_run(session, loaded, skill, inputs, source="production",
                                 triggered_by="test", plan=plan)
             out = advance_in(session, ctx, run_id)
-            left = send_ahead(stack.app, session, run_id, out)
+            if fence_after_s is None:
+                left = send_ahead(stack.app, session, run_id, out)
+            else:
+                dispatch_steps(stack.app, out.dispatch)
+                time.sleep(fence_after_s)
+                with launch_fence.hold(session, run_id):
+                    left = replace(out, dispatch=[])
             assert left.dispatch == [], "a one-step launch's message did not go ahead"
             deadline = time.monotonic() + HOLD_S
             while time.monotonic() < deadline:
@@ -82,6 +93,21 @@ def test_a_claim_that_comes_ahead_of_its_launch_s_commit_waits_for_it(
     # The worker had the message during the hold and waited on the fence, not on a
     # message still on its way.
     assert waiting == 1, f"no claim waited on {run_id}'s fence while its launch was open"
+    run = healthy.wait_run(run_id)
+    assert run.state == "succeeded", run.error
+    steps = healthy.steps(run_id)
+    assert [(s.attempt, s.state) for s in steps] == [(1, "succeeded")]
+    assert steps[0].started_at is not None and steps[0].started_at >= released
+
+
+def test_a_claim_that_comes_ahead_of_its_launch_s_lock_waits_for_it(
+        healthy: Stack, vault: Path) -> None:
+    """The lock's statement leaves before the message and is answered after: should the
+    message win that race, its claim finds the fence free and the run unknown, and waits
+    for either to show rather than dropping the message."""
+    run_id, waiting, released = _launch_held(healthy, vault, {"key": uuid.uuid4().hex},
+                                             fence_after_s=launch_fence.UNSEEN_WAIT_S / 3)
+    assert waiting == 1, f"the claim of {run_id} did not wait for its late fence"
     run = healthy.wait_run(run_id)
     assert run.state == "succeeded", run.error
     steps = healthy.steps(run_id)
@@ -110,7 +136,8 @@ def test_waiting_for_a_fence_is_bounded(healthy: Stack) -> None:
 
     def launch() -> None:
         with transaction(url) as session:
-            launch_fence.hold(session, run_id)
+            with launch_fence.hold(session, run_id):
+                pass
             held.set()
             release.wait(30)
 

@@ -19,7 +19,7 @@ from filelock import FileLock
 
 from lifecycle.context import WorkerContext
 from lifecycle.recording import FILES_DONE_CHANNEL, FilesDue, write_files
-from lifecycle.tasks import RUN_DONE_CHANNEL
+from lifecycle.run_end_notice import RUN_DONE_CHANNEL, run_of
 from shared.db import libpq
 from shared.settings import Settings
 
@@ -75,7 +75,7 @@ def test_the_worker_announces_the_files_after_the_run_s_end(
         deadline = time.monotonic() + 60
         while FILES_DONE_CHANNEL not in heard and time.monotonic() < deadline:
             for note in pg.notifies(timeout=1):
-                if note.payload == run_id:
+                if run_of(note.payload) == run_id:
                     heard.append(note.channel)
                     if note.channel == FILES_DONE_CHANNEL:
                         seen_with_files = shows(vault, "token", run_id)

@@ -11,7 +11,7 @@ import pytest
 from conftest import Stack
 
 from lifecycle.recording import FILES_DONE_CHANNEL
-from lifecycle.tasks import RUN_DONE_CHANNEL
+from lifecycle.run_end_notice import RUN_DONE_CHANNEL
 from orchestrator import run_end_listener, run_listeners
 from shared.db import libpq
 
