@@ -93,9 +93,14 @@ def test_a_claim_that_comes_ahead_of_its_launch_s_commit_waits_for_it(
     # The worker had the message during the hold and waited on the fence, not on a
     # message still on its way.
     assert waiting == 1, f"no claim waited on {run_id}'s fence while its launch was open"
-    run = healthy.wait_run(run_id)
+    _claimed_once_after(healthy, run_id, released)
+
+
+def _claimed_once_after(stack: Stack, run_id: str, released: datetime) -> None:
+    """The run succeeded with one attempt, claimed only after its launch's hold ended."""
+    run = stack.wait_run(run_id)
     assert run.state == "succeeded", run.error
-    steps = healthy.steps(run_id)
+    steps = stack.steps(run_id)
     assert [(s.attempt, s.state) for s in steps] == [(1, "succeeded")]
     assert steps[0].started_at is not None and steps[0].started_at >= released
 
@@ -108,11 +113,7 @@ def test_a_claim_that_comes_ahead_of_its_launch_s_lock_waits_for_it(
     run_id, waiting, released = _launch_held(healthy, vault, {"key": uuid.uuid4().hex},
                                              fence_after_s=launch_fence.UNSEEN_WAIT_S / 3)
     assert waiting == 1, f"the claim of {run_id} did not wait for its late fence"
-    run = healthy.wait_run(run_id)
-    assert run.state == "succeeded", run.error
-    steps = healthy.steps(run_id)
-    assert [(s.attempt, s.state) for s in steps] == [(1, "succeeded")]
-    assert steps[0].started_at is not None and steps[0].started_at >= released
+    _claimed_once_after(healthy, run_id, released)
 
 
 def test_a_launch_that_rolls_back_leaves_its_message_nothing_to_run(
