@@ -1,11 +1,11 @@
 """One LISTEN connection for the whole API, waking the long-polls whose run just ended.
 
 The planner NOTIFYs ``skillq_run_done`` at a run's final commit, its payload's first
-line the run id (lifecycle/run_end_notice.py), so a `skillq run` following through the API learns the end within
-a millisecond or two rather than at its next poll. A long-poll registers its wake-up
-before it reads the record, so an end between the two is never missed. Should the
-connection break, every waiter is woken (it reads the record again) and the listener
-reconnects: the polls still see every end, a little later.
+line the run id (lifecycle/run_end_notice.py), so a `skillq run` following through the
+API learns the end within a millisecond or two rather than at its next poll. A long-poll
+registers its wake-up before it reads the record, so an end between the two is never
+missed. Should the connection break, every waiter is woken (it reads the record again)
+and the listener reconnects: the polls still see every end, a little later.
 """
 
 from __future__ import annotations
