@@ -46,7 +46,7 @@ def run_of(payload: str) -> str:
     return payload.partition("\n")[0]
 
 
-def record_of(payload: str, timezone: tzinfo | None) -> PipelineRun | None:
+def record_of(payload: str, timezone: tzinfo) -> PipelineRun | None:
     """The ended run's record a notice carries (outside any session, as a read of it on
     a connection whose time zone is ``timezone`` gives it); None when it carries none,
     or a row this client's model does not match (a newer or older schema): read it."""
@@ -62,6 +62,5 @@ def record_of(payload: str, timezone: tzinfo | None) -> PipelineRun | None:
     for name in _TIMES:
         value = row[name]
         if isinstance(value, str):
-            moment = datetime.fromisoformat(value)
-            row[name] = moment.astimezone(timezone) if timezone else moment
+            row[name] = datetime.fromisoformat(value).astimezone(timezone)
     return PipelineRun(**row)

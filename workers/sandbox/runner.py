@@ -65,19 +65,19 @@ def probe(settings: Settings) -> str | None:
     if account:
         options, command = [], ["setpriv", f"--reuid={account[0]}", f"--regid={account[1]}",
                                 "--clear-groups", "--", "true"]
-    for tries_left in reversed(range(START_TRIES)):
+    for _ in range(START_TRIES):
         try:
             done = subprocess.run([exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev",
                                    "/dev", "--unshare-pid", "--as-pid-1", *options, "--",
                                    *command], capture_output=True, timeout=20, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bwrap failed: {exc}"
-        said = done.stderr.decode(errors="replace").strip()
         if not done.returncode:
             return None
-        if MOUNT_RACE not in said or not tries_left:
-            return f"bwrap failed: {said[:300]}"
-    raise AssertionError("unreachable: the last try returns")
+        said = done.stderr.decode(errors="replace").strip()
+        if MOUNT_RACE not in said:
+            break
+    return f"bwrap failed: {said[:300]}"
 
 
 def _way_down(path: Path) -> list[str]:
@@ -231,14 +231,14 @@ class Sandbox:
         return launcher
 
     def _started(self, argv: list[str], rlimits: dict[str, tuple[int, int]]) -> Zygote:
-        for tries_left in reversed(range(START_TRIES)):
+        for _ in range(START_TRIES - 1):
             try:
                 return Zygote(argv, rlimits, self.cgroup)
             except SandboxError as exc:
-                if MOUNT_RACE not in str(exc) or not tries_left:
+                if MOUNT_RACE not in str(exc):
                     raise
                 log.info("the host's mounts changed while bubblewrap started; again: %s", exc)
-        raise AssertionError("unreachable: the last try returns or raises")
+        return Zygote(argv, rlimits, self.cgroup)
 
     # -- starting a command ------------------------------------------------------------
 
