@@ -8,24 +8,26 @@ message, then commits, so the commit overlaps the message's way to the worker. T
 lock's statement is on the wire before the message is sent, and its answer is awaited
 only after, so the lock's round trip overlaps the send too.
 
-The claim of that attempt tries the fence, shared, in its own pipeline (``TRY_SQL``:
-never waited for there). While the launch's transaction is open its rows are not
-visible and the fence is taken: the claim finds nothing and knows why, waits for the
-fence in a transaction of its own (``wait_open``, bounded) and claims again. A claim
-that finds the fence free and the run unknown came ahead of the lock itself (the lock
-travels one hop to PostgreSQL, the message several, so this is rare) or its launch
-rolled back: it waits ``UNSEEN_WAIT_S`` at most for either the fence or the run to show
-(``wait_seen``), then claims again. A launch that rolled back shows neither: the claim
-finds nothing, as for any message whose attempt is not there, and the message is
-dropped. The record is still durable before anyone hears of the result: the worker
-records the step only after the launch's commit.
+The claim of that attempt waits for the fence, shared, as the first statement of its
+own pipeline (``queue_wait``): bounded by a ``lock_timeout`` set for that statement
+alone, then whether the run is known. Under READ COMMITTED each later statement of the
+pipeline reads a snapshot taken after the lock was granted, so after the launch
+committed: a claim that came ahead of the commit waits for it in the same round trip
+and claims then. A claim that finds the run unknown, its fence free, came ahead of
+the lock itself (the lock travels one hop to PostgreSQL, the message several, so
+this is rare) or its launch rolled back: it waits ``UNSEEN_WAIT_S`` at most for either
+the fence or the run to show (``wait_seen``), then claims again. A launch that rolled
+back shows neither: the claim finds nothing, as for any message whose attempt is not
+there, and the message is dropped. The record is still durable before anyone hears of
+the result: the worker records the step only after the launch's commit.
 
 Only a launch takes a fence exclusively, for a run nobody else knows yet, so the claims
 of other runs never meet it (two run ids whose hashes collide wait a commit for each
 other, no more). A client that stops between its send and its commit holds its fence
-until PostgreSQL drops its connection; a claim waits ``WAIT_S`` at most, then leaves the
-attempt pending, as a lost message, for the sweeper (workers/sweeper.py), which also
-sends again an attempt whose message was dropped while its launch was slower than
+until PostgreSQL drops its connection; a claim waits ``WAIT_S`` at most (its
+transaction then fails with LockNotAvailable, ``timed_out``), then leaves the attempt
+pending, as a lost message, for the sweeper (workers/sweeper.py), which also sends
+again an attempt whose message was dropped while its launch was slower than
 ``UNSEEN_WAIT_S``.
 """
 
@@ -34,9 +36,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg.errors import LockNotAvailable
+from psycopg.rows import dict_row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -52,7 +56,6 @@ FENCE_CLASS = 0x5C11
 _KEY = "%(fence)s, hashtext(%(run)s)"
 HOLD_SQL = f"SELECT pg_advisory_xact_lock({_KEY})"
 _KNOWN = "EXISTS (SELECT 1 FROM pipeline_runs WHERE id = %(run)s)"
-TRY_SQL = f"SELECT pg_try_advisory_xact_lock_shared({_KEY}) AS open, {_KNOWN} AS known"
 _WAIT_SQL = f"SELECT pg_advisory_xact_lock_shared({_KEY})"
 _SEEN_SQL = f"SELECT NOT pg_try_advisory_xact_lock_shared({_KEY}) OR {_KNOWN}"
 WAIT_S = 30.0  # a launch holds its fence for a send and a commit: milliseconds
@@ -67,7 +70,7 @@ def params(run_id: str) -> dict[str, object]:
 def is_lone_first(row_id: str) -> bool:
     """The first attempt of a step's only item ("<run>/<step>/-1/1"): the attempt a
     worker claims with its run's row (workers/step_runner.py ``_claim_lone``), which is
-    the claim that tries the fence."""
+    the claim that waits for the fence."""
     parts = row_id.rsplit("/", 2)
     return len(parts) == 3 and parts[1] == "-1" and parts[2] == "1"
 
@@ -91,16 +94,42 @@ def hold(session: Session, run_id: str) -> Iterator[None]:
         yield
 
 
+def queue_wait(pg: psycopg.Connection[Any], run_id: str, wait_s: float = WAIT_S
+               ) -> psycopg.Cursor[dict[str, Any]]:
+    """Send, in pipeline ``pg`` and before anything else of its transaction, a wait for
+    ``run_id``'s fence bounded by ``wait_s`` (``timed_out`` tells its error), then
+    whether the run is known: the cursor to read that from (``known``) once the
+    pipeline has synced."""
+    _bounded(pg, wait_s)
+    pg.execute(_WAIT_SQL, params(run_id))
+    # Reset at once: the rest of the transaction waits for its row locks as any does.
+    pg.execute("SET LOCAL lock_timeout TO DEFAULT")
+    # A statement of its own: one beside the lock would read the snapshot taken before
+    # the lock was granted, when the launch may not have committed yet.
+    known = pg.cursor(row_factory=dict_row)
+    known.execute(f"SELECT {_KNOWN} AS known", params(run_id))
+    return known
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a fence wait that outlasted its bound."""
+    return isinstance(exc, DBAPIError) and isinstance(exc.orig, LockNotAvailable)
+
+
+def _bounded(pg: psycopg.Connection[Any], wait_s: float) -> None:
+    # SET LOCAL: the bound lasts this transaction only; it takes no parameters.
+    pg.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+
+
 def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
     """Wait until no launch holds ``run_id``'s fence (its transaction committed or rolled
     back); False after ``wait_s``."""
     try:
         with transaction(database_url) as session, plain(session) as pg:
-            # SET LOCAL: the bound lasts this transaction only; it takes no parameters.
-            pg.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+            _bounded(pg, wait_s)
             pg.execute(_WAIT_SQL, params(run_id))
     except DBAPIError as exc:
-        if isinstance(exc.orig, LockNotAvailable):
+        if timed_out(exc):
             return False
         raise
     return True

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from lifecycle import launch_fence, transitions
@@ -173,10 +174,6 @@ class _Lone:
     send: Callable[[], None] | None = None
 
 
-class _Fenced:
-    """Nothing claimed because the run's launch has not committed yet."""
-
-
 class _Unseen:
     """Nothing claimed, the run's fence free and its run not there: the message came
     ahead of its launch's lock, or the launch rolled back."""
@@ -193,34 +190,32 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     and only if no other transaction holds it: waiting for it while holding the
     attempt's row could deadlock with a cancel, which takes the run's row first. Held
     elsewhere, the hit is recorded as any result is (``finish_batch``). A message that
-    came ahead of its launch's commit (lifecycle/launch_fence.py) finds nothing the
-    first time: it waits for the launch to end and claims again (and, when it came
-    ahead of the launch's lock itself, first for the lock)."""
+    came ahead of its launch's commit (lifecycle/launch_fence.py) waits for it in the
+    claim's round trip; one that came ahead of its launch's lock finds nothing: it
+    waits for the lock or the run to show and claims again."""
     run_id = row_id.rsplit("/", 3)[0]
-    lone = _claim_lone_once(ctx, row_id, worker, plan_in)
-    if isinstance(lone, _Unseen):
-        if not launch_fence.wait_seen(ctx.database_url, run_id):
-            return None  # rolled back (or the sweeper's, should it commit yet)
+    try:
         lone = _claim_lone_once(ctx, row_id, worker, plan_in)
-    if isinstance(lone, _Fenced):
-        if not launch_fence.wait_open(ctx.database_url, run_id):
-            log.warning("the launch of %s held its run past %.0fs: left to the sweeper",
-                        row_id, launch_fence.WAIT_S)
-            return None
-        lone = _claim_lone_once(ctx, row_id, worker, plan_in)
+        if isinstance(lone, _Unseen):
+            if not launch_fence.wait_seen(ctx.database_url, run_id):
+                return None  # rolled back (or the sweeper's, should it commit yet)
+            lone = _claim_lone_once(ctx, row_id, worker, plan_in)
+    except DBAPIError as exc:
+        if not launch_fence.timed_out(exc):
+            raise
+        log.warning("the launch of %s held its run past %.0fs: left to the sweeper",
+                    row_id, launch_fence.WAIT_S)
+        return None
     return lone if isinstance(lone, _Lone) else None
 
 
 def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
-                     ) -> _Lone | _Fenced | _Unseen | None:
-    now = datetime.now(UTC)
+                     ) -> _Lone | _Unseen | None:
     with transaction(ctx.database_url) as session:
         lone = transitions.claim_lone(session, row_id, worker=worker, pid=ctx.pid,
-                                      daemon=ctx.daemon, now=now)
+                                      daemon=ctx.daemon)
         c, locked = lone.claimed, lone.run
         if c is None:
-            if not lone.fence_open:
-                return _Fenced()
             return None if lone.run_known else _Unseen()
         job = _job(ctx, session, c)
         _look_up_cache(session, [job])
@@ -228,7 +223,7 @@ def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: Plan
         run = locked_run(session, locked) if result is not None and locked else None
         if result is None or run is None:
             return _Lone(job)
-        due, _ = record_in(session, ctx, [(job, result)], claimed_at=now)
+        due, _ = record_in(session, ctx, [(job, result)], claimed_at=c.started_at)
         return _Lone(job, result, plan_in(session, run) if job.run_id in due else None)
 
 

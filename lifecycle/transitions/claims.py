@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -34,6 +34,7 @@ class Claimed:
     source: str
     vault: str
     workdir: str | None
+    started_at: datetime
 
 
 _CLAIM_SQL = (
@@ -43,11 +44,15 @@ _CLAIM_SQL = (
     "AND r.state <> ALL(%(ended)s) "
     "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, s.source, "
     "r.vault, "
-    "r.plan ->> 'workdir' AS workdir")
+    "r.plan ->> 'workdir' AS workdir, s.started_at")
 _CLAIM = text(re.sub(r"%\((\w+)\)s", r":\1", _CLAIM_SQL))  # the same, for SQLAlchemy
 # One attempt by its id: a scalar key lets PostgreSQL keep one generic plan for it, where
 # an array's is planned again at every execution.
-_CLAIM_ONE_SQL = _CLAIM_SQL.replace("s.id = ANY(%(ids)s)", "s.id = %(id)s")
+# Its start: the worker's clock as the claim's transaction begins, plus the server's
+# time since (the wait for the launch fence, launch_fence.queue_wait): when it was
+# claimed, on the clock its finish is stamped with.
+_CLAIM_ONE_SQL = _CLAIM_SQL.replace("s.id = ANY(%(ids)s)", "s.id = %(id)s").replace(
+    "%(now)s", "%(now)s + (clock_timestamp() - transaction_timestamp())")
 # A lone attempt's run, as planner.lock_run reads it (its lazy columns left out).
 _RUN_COLUMNS = [c.name for c in PipelineRun.__table__.columns
                 if c.name not in ("inputs", "outputs")]
@@ -78,39 +83,42 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
 
 @dataclass(frozen=True, slots=True)
 class LoneClaim:
-    claimed: Claimed | None  # None: nothing pending (or not yet visible: ``fence_open``)
+    claimed: Claimed | None  # None: nothing pending
     run: dict[str, Any] | None  # the run's columns, None while another transaction holds it
-    fence_open: bool  # False: the run's launch has not committed yet (lifecycle/launch_fence.py)
-    run_known: bool  # the run's row is committed (when the fence is open too: it may not be yet)
+    run_known: bool  # the run's row is committed
 
 
 def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
-               daemon: str | None, now: datetime) -> LoneClaim:
+               daemon: str | None, fence_wait_s: float = launch_fence.WAIT_S) -> LoneClaim:
     """``claim_pending`` of one attempt, and its run's row taken FOR UPDATE SKIP LOCKED,
-    in one round trip with the transaction's BEGIN, the run's launch fence tried first
-    (lifecycle/launch_fence.py): the claim (or None), the run's columns but its inputs
-    and outputs (None while another transaction holds the row: it is never waited for,
-    holding the attempt's, which a cancel takes the other way round), whether the
-    fence was open and whether the run's row was there. For a step's only item, whose
-    cache hit is recorded and its run planned in the claim's transaction
+    in one round trip with the transaction's BEGIN, after the run's launch fence
+    (lifecycle/launch_fence.py: waited for there, so a claim that came ahead of its
+    launch's commit claims once it committed, in the same round trip; past
+    ``fence_wait_s`` it raises, ``launch_fence.timed_out``): the claim (or None), the
+    run's columns but its inputs and outputs (None while another transaction holds the
+    row: it is never waited for, holding the attempt's, which a cancel takes the other
+    way round) and whether the run's row was there. The claim's start is when the
+    wait ended. For a step's only item, whose cache
+    hit is recorded and its run planned in the claim's transaction
     (workers/step_runner.py)."""
     run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
-        fence = pg.cursor(row_factory=dict_row)
-        fence.execute(launch_fence.TRY_SQL, launch_fence.params(run_id))
+        # With the connection in hand (a new one takes milliseconds), by its BEGIN.
+        now = datetime.now(UTC)
+        known = launch_fence.queue_wait(pg, run_id, fence_wait_s)
         claimed = pg.cursor(row_factory=dict_row)
         claimed.execute(_CLAIM_ONE_SQL, {**_claim_params(worker, pid, daemon, now),
                                          "id": row_id})
         locked = pg.cursor(row_factory=dict_row)
         locked.execute(_LOCK_RUN, {"run": run_id})
-    opened = fence.fetchone()
+    seen = known.fetchone()
     row = claimed.fetchone()
     run = locked.fetchone()
-    fence_open, known = bool(opened and opened["open"]), bool(opened and opened["known"])
+    run_known = bool(seen and seen["known"])
     if row is None:
-        return LoneClaim(None, run, fence_open, known)
+        return LoneClaim(None, run, run_known)
     moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
-    return LoneClaim(Claimed(**row), run, fence_open, known)
+    return LoneClaim(Claimed(**row), run, run_known)
 
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from conftest import RunResult, Stack, wait_until
 from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 
-from lifecycle import launch_fence
+from lifecycle import launch_fence, transitions
 from lifecycle.canvas import dispatch_steps
 from lifecycle.context import WorkerContext
 from lifecycle.planner import Dispatch
@@ -149,10 +150,29 @@ def test_waiting_for_a_fence_is_bounded(healthy: Stack) -> None:
         started = time.monotonic()
         assert launch_fence.wait_open(url, run_id, wait_s=0.3) is False
         assert time.monotonic() - started >= 0.3
+        # The claim's own wait, first in its pipeline, is bounded the same way.
+        started = time.monotonic()
+        with pytest.raises(DBAPIError) as raised, transaction(url) as session:
+            transitions.claim_lone(session, f"{run_id}/main/-1/1", worker="w", pid=1,
+                                   daemon=None, fence_wait_s=0.3)
+        assert launch_fence.timed_out(raised.value), raised.value
+        assert time.monotonic() - started >= 0.3
     finally:
         release.set()
         holder.join(30)
     assert launch_fence.wait_open(url, run_id, wait_s=5) is True
+
+
+def test_a_claim_s_fence_bound_ends_with_its_wait(healthy: Stack) -> None:
+    """The rest of the claim's transaction (its cache hit recorded, its run planned)
+    waits for its row locks as any transaction does, not under the fence's bound."""
+    url = healthy.endpoints.database_url
+    with transaction(url) as session:
+        before = session.execute(text("SHOW lock_timeout")).scalar_one()
+        lone = transitions.claim_lone(session, f"fence-{uuid.uuid4().hex}/main/-1/1",
+                                      worker="w", pid=1, daemon=None)
+        assert (lone.claimed, lone.run, lone.run_known) == (None, None, False)
+        assert session.execute(text("SHOW lock_timeout")).scalar_one() == before
 
 
 def test_only_one_lone_first_attempt_goes_ahead_of_its_commit() -> None:
