@@ -9,8 +9,8 @@ lock's statement is on the wire before the message is sent, and its answer is aw
 only after, so the lock's round trip overlaps the send too.
 
 The claim of that attempt waits for the fence, shared, as the first statement of its
-own pipeline (``queue_wait``): bounded by a ``lock_timeout`` set for that statement
-alone, then whether the run is known. Under READ COMMITTED each later statement of the
+own pipeline (``queue_wait``), bounded by a ``lock_timeout`` set for that statement
+alone, then asks whether the run is known. Under READ COMMITTED each later statement of the
 pipeline reads a snapshot taken after the lock was granted, so after the launch
 committed: a claim that came ahead of the commit waits for it in the same round trip
 and claims then. A claim that finds the run unknown, its fence free, came ahead of

@@ -98,9 +98,8 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     run's columns but its inputs and outputs (None while another transaction holds the
     row: it is never waited for, holding the attempt's, which a cancel takes the other
     way round) and whether the run's row was there. The claim's start is when the
-    wait ended. For a step's only item, whose cache
-    hit is recorded and its run planned in the claim's transaction
-    (workers/step_runner.py)."""
+    wait ended. For a step's only item, whose cache hit is recorded and its run planned
+    in the claim's transaction (workers/step_runner.py)."""
     run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
         # With the connection in hand (a new one takes milliseconds), by its BEGIN.
