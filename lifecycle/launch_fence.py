@@ -8,18 +8,19 @@ message, then commits, so the commit overlaps the message's way to the worker. T
 lock's statement is on the wire before the message is sent, and its answer is awaited
 only after, so the lock's round trip overlaps the send too.
 
-The claim of that attempt waits for the fence, shared, as the first statement of its
-own pipeline (``queue_wait``), bounded by a ``lock_timeout`` set for that statement
-alone, then asks whether the run is known. Under READ COMMITTED each later statement of the
-pipeline reads a snapshot taken after the lock was granted, so after the launch
-committed: a claim that came ahead of the commit waits for it in the same round trip
-and claims then. A claim that finds the run unknown, its fence free, came ahead of
-the lock itself (the lock travels one hop to PostgreSQL, the message several, so
-this is rare) or its launch rolled back: it waits ``UNSEEN_WAIT_S`` at most for either
-the fence or the run to show (``wait_seen``), then claims again. A launch that rolled
-back shows neither: the claim finds nothing, as for any message whose attempt is not
-there, and the message is dropped. The record is still durable before anyone hears of
-the result: the worker records the step only after the launch's commit.
+The claim of that attempt waits for the fence, shared, first in its own pipeline
+(``queue_wait``): it sets a ``lock_timeout`` and tries the fence in one statement (did a
+launch hold it?), waits for it, resets the bound, then asks whether the run is known.
+Under READ COMMITTED each later statement of the pipeline reads a snapshot taken after
+the lock was granted, so after the launch committed: a claim that came ahead of the
+commit waits for it in the same round trip and claims then. One that waited and finds
+the run unknown had a launch that rolled back: it finds nothing, as for any message
+whose attempt is not there, and the message is dropped. One that found the fence free
+and the run unknown came ahead of the lock itself (the lock travels one hop to
+PostgreSQL, the message several, so this is rare) or its launch rolled back before: it
+waits ``UNSEEN_WAIT_S`` at most for either the fence or the run to show (``wait_seen``),
+then claims again. The record is still durable before anyone hears of the result: the
+worker records the step only after the launch's commit.
 
 Only a launch takes a fence exclusively, for a run nobody else knows yet, so the claims
 of other runs never meet it (two run ids whose hashes collide wait a commit for each
@@ -36,11 +37,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.errors import LockNotAvailable
-from psycopg.rows import dict_row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -58,6 +59,11 @@ HOLD_SQL = f"SELECT pg_advisory_xact_lock({_KEY})"
 _KNOWN = "EXISTS (SELECT 1 FROM pipeline_runs WHERE id = %(run)s)"
 _WAIT_SQL = f"SELECT pg_advisory_xact_lock_shared({_KEY})"
 _SEEN_SQL = f"SELECT NOT pg_try_advisory_xact_lock_shared({_KEY}) OR {_KNOWN}"
+# A claim's bound (SET LOCAL's, as a function: its statement also tries the fence, so the
+# claim knows whether a launch held it, which costs no statement more). Tried and free,
+# the fence is held shared already, and the wait after it returns at once.
+_BOUND_SQL = ("SELECT set_config('lock_timeout', %(bound)s, true), "
+              f"pg_try_advisory_xact_lock_shared({_KEY})")
 WAIT_S = 30.0  # a launch holds its fence for a send and a commit: milliseconds
 UNSEEN_WAIT_S = 1.0  # for a fence whose lock is behind its message: microseconds
 _SEEN_POLL_S = 0.02
@@ -94,21 +100,33 @@ def hold(session: Session, run_id: str) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedWait:
+    """A claim's wait for its fence, sent in its pipeline: ``read`` once it has synced."""
+    free: psycopg.Cursor[Any]
+    known: psycopg.Cursor[Any]
+
+    def read(self) -> tuple[bool, bool]:
+        """Whether the fence was free when the claim came (no launch held it), and
+        whether the run's row was there once the wait was over."""
+        free, known = self.free.fetchone(), self.known.fetchone()
+        return bool(free and free[1]), bool(known and known[0])
+
+
 def queue_wait(pg: psycopg.Connection[Any], run_id: str, wait_s: float = WAIT_S
-               ) -> psycopg.Cursor[dict[str, Any]]:
+               ) -> QueuedWait:
     """Send, in pipeline ``pg`` and before anything else of its transaction, a wait for
-    ``run_id``'s fence bounded by ``wait_s`` (``timed_out`` tells its error), then
-    whether the run is known: the cursor to read that from (``known``) once the
-    pipeline has synced."""
-    _bounded(pg, wait_s)
+    ``run_id``'s fence bounded by ``wait_s`` (``timed_out`` tells its error)."""
+    free = pg.cursor()
+    free.execute(_BOUND_SQL, {**params(run_id), "bound": _ms(wait_s)})
     pg.execute(_WAIT_SQL, params(run_id))
     # Reset at once: the rest of the transaction waits for its row locks as any does.
     pg.execute("SET LOCAL lock_timeout TO DEFAULT")
     # A statement of its own: one beside the lock would read the snapshot taken before
     # the lock was granted, when the launch may not have committed yet.
-    known = pg.cursor(row_factory=dict_row)
-    known.execute(f"SELECT {_KNOWN} AS known", params(run_id))
-    return known
+    known = pg.cursor()
+    known.execute(f"SELECT {_KNOWN}", params(run_id))
+    return QueuedWait(free, known)
 
 
 def timed_out(exc: BaseException) -> bool:
@@ -116,9 +134,8 @@ def timed_out(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and isinstance(exc.orig, LockNotAvailable)
 
 
-def _bounded(pg: psycopg.Connection[Any], wait_s: float) -> None:
-    # SET LOCAL: the bound lasts this transaction only; it takes no parameters.
-    pg.execute(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
+def _ms(wait_s: float) -> str:
+    return str(max(1, int(wait_s * 1000)))
 
 
 def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
@@ -126,7 +143,8 @@ def wait_open(database_url: str, run_id: str, wait_s: float = WAIT_S) -> bool:
     back); False after ``wait_s``."""
     try:
         with transaction(database_url) as session, plain(session) as pg:
-            _bounded(pg, wait_s)
+            # SET LOCAL: the bound lasts this transaction only; it takes no parameters.
+            pg.execute(f"SET LOCAL lock_timeout = {_ms(wait_s)}")
             pg.execute(_WAIT_SQL, params(run_id))
     except DBAPIError as exc:
         if timed_out(exc):

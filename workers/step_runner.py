@@ -176,7 +176,7 @@ class _Lone:
 
 class _Unseen:
     """Nothing claimed, the run's fence free and its run not there: the message came
-    ahead of its launch's lock, or the launch rolled back."""
+    ahead of its launch's lock, or the launch rolled back before it came."""
 
 
 def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
@@ -216,7 +216,8 @@ def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: Plan
                                       daemon=ctx.daemon)
         c, locked = lone.claimed, lone.run
         if c is None:
-            return None if lone.run_known else _Unseen()
+            # Unknown once its launch let go of the fence: that launch rolled back.
+            return _Unseen() if lone.fence_free and not lone.run_known else None
         job = _job(ctx, session, c)
         _look_up_cache(session, [job])
         result = _cache_hit(ctx, job)

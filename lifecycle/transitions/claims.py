@@ -85,6 +85,7 @@ def claim_pending(session: Session, ids: Sequence[str], *, worker: str, pid: int
 class LoneClaim:
     claimed: Claimed | None  # None: nothing pending
     run: dict[str, Any] | None  # the run's columns, None while another transaction holds it
+    fence_free: bool  # no launch held the run's fence when the claim came
     run_known: bool  # the run's row is committed
 
 
@@ -97,27 +98,27 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     ``fence_wait_s`` it raises, ``launch_fence.timed_out``): the claim (or None), the
     run's columns but its inputs and outputs (None while another transaction holds the
     row: it is never waited for, holding the attempt's, which a cancel takes the other
-    way round) and whether the run's row was there. The claim's start is when the
-    wait ended. For a step's only item, whose cache hit is recorded and its run planned
-    in the claim's transaction (workers/step_runner.py)."""
+    way round), whether a launch held the fence and whether the run's row was there
+    after it. The claim's start is when the wait ended. For a step's only item, whose
+    cache hit is recorded and its run planned in the claim's transaction
+    (workers/step_runner.py)."""
     run_id = row_id.rsplit("/", 3)[0]
     with pipelined(session) as pg:
         # With the connection in hand (a new one takes milliseconds), by its BEGIN.
         now = datetime.now(UTC)
-        known = launch_fence.queue_wait(pg, run_id, fence_wait_s)
+        waited = launch_fence.queue_wait(pg, run_id, fence_wait_s)
         claimed = pg.cursor(row_factory=dict_row)
         claimed.execute(_CLAIM_ONE_SQL, {**_claim_params(worker, pid, daemon, now),
                                          "id": row_id})
         locked = pg.cursor(row_factory=dict_row)
         locked.execute(_LOCK_RUN, {"run": run_id})
-    seen = known.fetchone()
+    fence_free, run_known = waited.read()
     row = claimed.fetchone()
     run = locked.fetchone()
-    run_known = bool(seen and seen["known"])
     if row is None:
-        return LoneClaim(None, run, run_known)
+        return LoneClaim(None, run, fence_free, run_known)
     moved(session, row["run_id"], row["step_id"], StepState.PENDING, StepState.RUNNING)
-    return LoneClaim(Claimed(**row), run, run_known)
+    return LoneClaim(Claimed(**row), run, fence_free, run_known)
 
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,

@@ -175,6 +175,44 @@ def test_a_claim_s_fence_bound_ends_with_its_wait(healthy: Stack) -> None:
         assert session.execute(text("SHOW lock_timeout")).scalar_one() == before
 
 
+def test_a_claim_knows_whether_a_launch_held_its_fence(healthy: Stack) -> None:
+    """Unknown with the fence free, the run may yet come (its lock behind its message);
+    unknown once a launch let go of the fence, that launch rolled back."""
+    url, run_id = healthy.endpoints.database_url, f"fence-{uuid.uuid4().hex}"
+    row_id = f"{run_id}/main/-1/1"
+    with transaction(url) as session:
+        lone = transitions.claim_lone(session, row_id, worker="w", pid=1, daemon=None)
+    assert (lone.claimed, lone.fence_free, lone.run_known) == (None, True, False)
+
+    held, release, claims = threading.Event(), threading.Event(), []
+
+    def launch() -> None:
+        with contextlib.suppress(_Abandoned), transaction(url) as session:
+            with launch_fence.hold(session, run_id):
+                pass
+            held.set()
+            release.wait(30)
+            raise _Abandoned
+
+    def claim() -> None:
+        with transaction(url) as session:
+            claims.append(transitions.claim_lone(session, row_id, worker="w", pid=1,
+                                                 daemon=None))
+
+    holder, claimer = threading.Thread(target=launch), threading.Thread(target=claim)
+    holder.start()
+    try:
+        assert held.wait(10)
+        claimer.start()
+        wait_until(lambda: _waiting_claims(url, run_id) == 1, 10,
+                   "the claim to wait on the fence")
+    finally:
+        release.set()
+        holder.join(30)
+        claimer.join(30)
+    assert [(c.claimed, c.fence_free, c.run_known) for c in claims] == [(None, False, False)]
+
+
 def test_only_one_lone_first_attempt_goes_ahead_of_its_commit() -> None:
     def one(*ids: str) -> list[Dispatch]:
         return [Dispatch(step_run_ids=ids, queue="default")]
