@@ -1,4 +1,7 @@
-"""Output cache for deterministic skills: same skill, version and inputs, same outputs."""
+"""Output cache for deterministic skills: same skill, version and inputs, same outputs.
+
+A key is computable in PostgreSQL from an attempt's row (``key_sql``), so a claim
+looks its attempts' entries up in its own round trip (lifecycle/transitions/claims.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +23,23 @@ def input_hash(inputs: Any) -> str:
 
 
 def cache_key(skill: str, version: int, inputs: Any) -> str:
-    """SHA-256 of the skill's name, version and canonical sorted inputs."""
-    return "sha256:" + hashlib.sha256(canonical_json([skill, version, inputs])).hexdigest()
+    """SHA-256 of the skill's name, its version and its inputs' hash (``input_hash``)."""
+    return key_of(skill, version, input_hash(inputs))
+
+
+def key_of(skill: str, version: int, digest: str) -> str:
+    """The cache key of ``skill`` at ``version`` for the inputs whose ``input_hash`` is
+    ``digest``; ``key_sql`` computes the same in PostgreSQL, from an attempt's row."""
+    return "sha256:" + hashlib.sha256(f"{skill}\n{version}\n{digest}".encode()).hexdigest()
+
+
+def key_sql(skill: str, version: str, digest: str) -> str:
+    """``key_of`` as an SQL expression over the columns named (the version an integer):
+    a claim looks up the entry of the inputs its planner stored, in its own round trip.
+    The version and the digest have fixed forms, so the key names one triple whatever
+    the skill's name holds."""
+    return (f"'sha256:' || encode(sha256(convert_to({skill} || chr(10) || {version} "
+            f"|| chr(10) || {digest}, 'UTF8')), 'hex')")
 
 
 def lookup(session: Session, key: str) -> CacheEntry | None:

@@ -85,9 +85,10 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     def fast() -> dict[str, Claim]:
         now = datetime.now(UTC)
         with transaction(ctx.database_url) as session:
-            jobs = {c.id: _job(ctx, session, c) for c in transitions.claim_pending(
-                session, ids, worker=worker, pid=ctx.pid, daemon=ctx.daemon, now=now).values()}
-            _look_up_cache(session, list(jobs.values()))  # one transaction, not two
+            claimed = transitions.claim_pending(session, ids, worker=worker, pid=ctx.pid,
+                                                daemon=ctx.daemon, now=now)
+            jobs = {c.id: _job(ctx, session, c) for c in claimed.values()}
+            _look_up_cache(session, list(jobs.values()), claimed)  # one transaction, not two
             return jobs
 
     # While the database is away the message stays reserved here, unacknowledged.
@@ -219,7 +220,7 @@ def _claim_lone_once(ctx: WorkerContext, row_id: str, worker: str, plan_in: Plan
             # Unknown once its launch let go of the fence: that launch rolled back.
             return _Unseen() if lone.fence_free and not lone.run_known else None
         job = _job(ctx, session, c)
-        _look_up_cache(session, [job])
+        _look_up_cache(session, [job], {c.id: c})
         result = _cache_hit(ctx, job)
         run = locked_run(session, locked) if result is not None and locked else None
         if result is None or run is None:
@@ -386,27 +387,36 @@ def _start_child(ctx: WorkerContext, job: Claim, skill: Skill) -> Result:
     return Result(StepState.RUNNING, extra={"child_run_id": child})
 
 
-def _look_up_cache(session: Session, jobs: Sequence[Claim]) -> None:
-    """Set ``cached`` on the jobs whose skill caches, from one query for them all.
+def _look_up_cache(session: Session, jobs: Sequence[Claim],
+                   claimed: Mapping[str, transitions.Claimed]) -> None:
+    """Set ``cached`` on the jobs whose skill caches: from what their claim found under
+    the key of their stored inputs when that is the key ``execute`` would use (the usual
+    case: no default added), else from one query for the rest.
 
     Keyed as ``execute`` keys them, from the vault's copy of the skill; a job whose
     vault copy is missing or of another version than the run's, or whose skill is a
     built-in, is left to ``execute`` (None), which looks its entry up for the skill it
     runs."""
-    keyed: dict[str, str] = {}
+    asked: dict[str, str] = {}  # by row id, the key of those their claim could not answer
     for job in jobs:
         # A built-in skill goes before the vault's (``_skill_for``): execute keys it.
         skill = open_skill(job.vault, job.skill) if job.skill not in BUILTIN else None
-        if skill is not None and skill.manifest.cache.enabled \
-                and skill.manifest.version == job.version:
-            keyed[job.row_id] = cache.cache_key(skill.name, skill.manifest.version,
-                                                with_defaults(skill.manifest, job.inputs))
-    if not keyed:
+        if skill is None or not skill.manifest.cache.enabled \
+                or skill.manifest.version != job.version:
+            continue
+        key = cache.cache_key(skill.name, skill.manifest.version,
+                              with_defaults(skill.manifest, job.inputs))
+        c = claimed.get(job.row_id)
+        if c is not None and c.cache_key == key:
+            job.cached = {key: c.cache_found[0]} if c.cache_found else {}
+        else:
+            asked[job.row_id] = key
+    if not asked:
         return
-    found = cache.lookup_many(session, sorted(set(keyed.values())))
+    found = cache.lookup_many(session, sorted(set(asked.values())))
     for job in jobs:
-        if job.row_id in keyed:
-            key = keyed[job.row_id]
+        if job.row_id in asked:
+            key = asked[job.row_id]
             job.cached = {key: found[key]} if key in found else {}
 
 

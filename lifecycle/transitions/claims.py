@@ -17,6 +17,7 @@ from lifecycle import launch_fence
 from lifecycle.step_counts import moved, moved_rows
 from lifecycle.transitions.finishes import move
 from lifecycle.transitions.runs import ENDED_RUN
+from shared import cache
 from shared.db.models import PipelineRun, StepRun
 from shared.db.pipelined import pipelined
 from shared.states import StepState, check_step
@@ -35,16 +36,26 @@ class Claimed:
     vault: str
     workdir: str | None
     started_at: datetime
+    # The cache key of the inputs its planner stored (cache.key_sql), and that key's live
+    # entry as [outputs] (None: no entry). The worker's own key says whether it applies:
+    # it differs where the skill adds defaults or the worker's copy is another version.
+    cache_key: str | None
+    cache_found: list[Any] | None
 
 
+# The key over this statement's own columns: no value is formatted in.
+_KEY = cache.key_sql("s.skill", "s.version", "s.input_hash")
 _CLAIM_SQL = (
-    "UPDATE step_runs s SET state = %(running)s, worker = %(worker)s, worker_pid = %(pid)s, "
-    "daemon = %(daemon)s, started_at = %(now)s, heartbeat_at = %(now)s FROM pipeline_runs r "
+    "UPDATE step_runs s SET state = %(running)s, "  # noqa: S608
+    "worker = %(worker)s, worker_pid = %(pid)s, daemon = %(daemon)s, "
+    "started_at = %(now)s, heartbeat_at = %(now)s FROM pipeline_runs r "
     "WHERE s.id = ANY(%(ids)s) AND s.state = %(pending)s AND r.id = s.run_id "
     "AND r.state <> ALL(%(ended)s) "
     "RETURNING s.id, s.run_id, s.step_id, s.skill, s.version, s.attempt, s.inputs, s.source, "
     "r.vault, "
-    "r.plan ->> 'workdir' AS workdir, s.started_at")
+    "r.plan ->> 'workdir' AS workdir, s.started_at, "
+    f"{_KEY} AS cache_key, (SELECT jsonb_build_array(c.outputs) FROM cache_entries c "
+    f"WHERE c.key = {_KEY} AND c.expires_at > %(now)s) AS cache_found")
 _CLAIM = text(re.sub(r"%\((\w+)\)s", r":\1", _CLAIM_SQL))  # the same, for SQLAlchemy
 # One attempt by its id: a scalar key lets PostgreSQL keep one generic plan for it, where
 # an array's is planned again at every execution.

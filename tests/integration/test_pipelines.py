@@ -439,6 +439,27 @@ def test_second_identical_run_is_a_cache_hit(stack: Stack, run_skill: RunSkill,
     assert bench_runs(vault, "token")[-1]["cache_hit"] is True
 
 
+def test_a_default_left_out_or_given_finds_one_cache_entry(stack: Stack, run_skill: RunSkill,
+                                                            vault: Path) -> None:
+    """Keyed by the inputs the script sees, defaults applied: a run that gives the salt's
+    default hits the entry of one that left it out (its claim's key is that of the inputs
+    as given, so the worker looks the entry up itself), and the other way round."""
+    key = uuid.uuid4().hex
+    left_out = run_skill("token-salted", vault, "--json", inputs={"key": key})
+    given = run_skill("token-salted", vault, "--json", inputs={"key": key, "salt": "pepper"})
+    again = run_skill("token-salted", vault, "--json", inputs={"key": key})
+    other = run_skill("token-salted", vault, "--json", inputs={"key": key, "salt": "salt"})
+    for result in (left_out, given, again, other):
+        assert result.code == 0, result
+    token = left_out.json()["token"]
+    assert left_out.json() == given.json() == again.json() == {
+        "key": key, "salt": "pepper", "token": token}
+    assert other.json()["salt"] == "salt" and other.json()["token"] != token
+    hits = [stack.steps(r.run_id)[0].cache_hit for r in (left_out, given, again, other)
+            if r.run_id]
+    assert hits == [False, True, True, False]
+
+
 def blob(size: int) -> str:
     return "".join(chr(97 + (i * 7) % 26) for i in range(size))  # as big.py makes it
 

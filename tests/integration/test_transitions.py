@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +16,8 @@ from conftest import Stack
 from sqlalchemy.orm import Session
 
 from lifecycle import transitions
-from shared.db.models import PipelineRun, StepRun
+from shared import cache
+from shared.db.models import CacheEntry, PipelineRun, StepRun
 from shared.db.session import engine_for
 from shared.errors import IllegalTransition
 
@@ -99,6 +100,42 @@ def test_claim_takes_pending_attempts_once_and_none_of_an_ended_run(db: Session)
     transitions.launch_attempts(db, attempts(ended, 1))
     transitions.fail_run(db, ended, error="boom", step="s", item=None, now=NOW)
     assert claim(db, [f"{ended.id}/s/0/1"]) == {}
+
+
+def test_a_claim_finds_the_cache_entry_of_the_inputs_its_planner_stored(
+        db: Session) -> None:
+    """The claim answers a cache-enabled attempt's lookup in its own round trip: its
+    row's key (cache.key_sql over skill, version and input hash) is the key the worker
+    computes (cache.cache_key), so the worker can take the entry found, or its absence,
+    as its lookup's answer. Live entries only; any text in the inputs."""
+    run = a_run(db)
+    given = [{"text": "hit"}, {"text": "miss"}, {"text": "expired"},
+             {"text": "ü ß\n\t'\"%(x)s :y"}, {"text": "lone"}]
+    made = [{**row, "inputs": inputs, "input_hash": cache.input_hash(inputs)}
+            for row, inputs in zip(attempts(run, 4), given, strict=False)]
+    lone = {**made[0], "id": f"{run.id}/l/-1/1", "step_id": "l", "item_index": -1,
+            "inputs": given[4], "input_hash": cache.input_hash(given[4])}
+    transitions.launch_attempts(db, [*made, lone])
+    hour = timedelta(hours=1)
+    # claim() claims at NOW, claim_lone on the worker's clock
+    for inputs, expires_at in ((given[0], NOW + hour), (given[2], NOW - hour),
+                               (given[3], NOW + hour), (given[4], datetime.now(UTC) + hour)):
+        db.add(CacheEntry(key=cache.cache_key("transitions-probe", 1, inputs),
+                          skill="transitions-probe", version=1,
+                          outputs={"echo": inputs["text"]}, step_run_id="earlier",
+                          expires_at=expires_at))
+    db.flush()
+
+    got = claim(db, [row["id"] for row in made])
+    assert {i: c.cache_key for i, c in got.items()} == {
+        row["id"]: cache.cache_key("transitions-probe", 1, row["inputs"]) for row in made}
+    assert [got[row["id"]].cache_found for row in made] == [
+        [{"echo": "hit"}], None, None, [{"echo": given[3]["text"]}]]
+    claimed = transitions.claim_lone(db, lone["id"], worker="w@h", pid=4242,
+                                     daemon="d").claimed
+    assert claimed is not None
+    assert claimed.cache_key == cache.cache_key("transitions-probe", 1, given[4])
+    assert claimed.cache_found == [{"echo": "lone"}]
 
 
 def test_finish_records_only_the_claiming_process_s_attempt(db: Session) -> None:
