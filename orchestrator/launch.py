@@ -328,7 +328,7 @@ def wait_run(conn: Connection, run_id: str, *,
         counted while its worker is busy with it, on a machine it shares."""
         nonlocal looked, woken
         try:
-            listener.open()
+            listener.open(run_id)
             if woken:  # its end was announced: the record, read at once
                 woken = False
                 ended = listener.ended(run_id)

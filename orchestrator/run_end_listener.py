@@ -15,6 +15,7 @@ from lifecycle.recording import FILES_DONE_CHANNEL, ended_run_files, write_files
 from lifecycle.run_end_notice import RUN_DONE_CHANNEL, record_of, run_of
 from orchestrator import run_listeners
 from orchestrator.connect import Connection, client_context
+from shared.db import libpq
 from shared.db.models import PipelineRun
 from shared.errors import RunNotFound
 from shared.states import RunState
@@ -37,18 +38,30 @@ class RunEndListener:
         self._pg: psycopg.Connection[Any] | None = None
         self._heard: set[tuple[str, str]] = set()  # (channel, run id) announced
         self._records: dict[str, PipelineRun] = {}  # run id -> the record its end carried
+        self._read: tuple[str, str | None] | None = None  # a run's state, read by ``open``
 
-    def open(self) -> None:
+    def open(self, run_id: str | None = None) -> None:
+        """Listen, on a connection of its own unless it has one; with ``run_id``, that
+        run's state is read in the LISTEN's round trip, once it listens, for the
+        ``state`` that follows."""
         if self._pg is None:
-            self._pg = run_listeners.take(self._database_url,
-                                          (RUN_DONE_CHANNEL, FILES_DONE_CHANNEL))
+            then = None if run_id is None else \
+                f"SELECT state FROM pipeline_runs WHERE id = {libpq.literal(run_id)}"  # noqa: S608 - a literal libpq quoted
+            self._pg, rows = run_listeners.take_reading(
+                self._database_url, (RUN_DONE_CHANNEL, FILES_DONE_CHANNEL), then)
+            if run_id is not None:
+                self._read = (run_id, str(rows[0][0]) if rows else None)
             # An end heard on a connection an outage broke says nothing of this one,
             # which may have begun listening after the files' notice.
             self._heard = {h for h in self._heard if h[0] == FILES_DONE_CHANNEL}
 
     def state(self, run_id: str) -> str | None:
         """The run's state as committed now (None: no such run), read on this
-        connection: a LISTEN connection answers queries between notifications."""
+        connection: a LISTEN connection answers queries between notifications (or as
+        ``open`` read it just now)."""
+        read, self._read = self._read, None
+        if read is not None and read[0] == run_id:
+            return read[1]
         assert self._pg is not None
         row = self._pg.execute("SELECT state FROM pipeline_runs WHERE id = %s",
                                (run_id,)).fetchone()
@@ -121,11 +134,12 @@ class RunEndListener:
         # close(), not the context manager: leaving that after an error tries a rollback
         # on the dead connection and logs a warning about it
         pg, self._pg = self._pg, None
+        self._read = None
         if pg is not None:
             pg.close()
 
     def release(self) -> None:
         """The wait is over: keep the connection for the next one (run_listeners)."""
-        pg, self._pg = self._pg, None
+        pg, self._pg, self._read = self._pg, None, None
         if pg is not None:
             run_listeners.give_back(self._database_url, pg)

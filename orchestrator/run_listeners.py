@@ -25,16 +25,42 @@ _idle: dict[str, list[psycopg.Connection[Any]]] = {}
 
 def take(database_url: str, channels: tuple[str, ...]) -> psycopg.Connection[Any]:
     """A connection LISTENing on ``channels``: a kept one if it still answers, else new."""
+    return take_reading(database_url, channels, None)[0]
+
+
+def take_reading(database_url: str, channels: tuple[str, ...], then: str | None
+                 ) -> tuple[psycopg.Connection[Any], list[tuple[Any, ...]]]:
+    """A connection LISTENing on ``channels`` (a kept one if it still answers, else new),
+    and the rows of ``then`` (a simple query: its values in its text) read once the
+    LISTEN is in effect, in the same round trip: what a waiter checks after it begins
+    listening costs no round trip of its own."""
     with _lock:
         kept = _idle.get(database_url)
         pg = kept.pop() if kept else None
     if pg is not None:
         try:
-            pg.execute(libpq.listen_to(channels))
-            return pg
+            return pg, _listen(pg, channels, then)
         except psycopg.Error:  # the server restarted or dropped it while it sat here
             pg.close()
-    return libpq.listening(database_url, *channels)
+    pg = libpq.connect(database_url)
+    try:
+        return pg, _listen(pg, channels, then)
+    except BaseException:
+        pg.close()
+        raise
+
+
+def _listen(pg: psycopg.Connection[Any], channels: tuple[str, ...], then: str | None
+            ) -> list[tuple[Any, ...]]:
+    if then is None:
+        pg.execute(libpq.listen_to(channels))
+        return []
+    # Committed before ``then`` runs: what it reads, a NOTIFY committed later is heard.
+    with pg.cursor() as cur:
+        cur.execute(f"BEGIN; {libpq.listen_to(channels)}; COMMIT; {then}")
+        while cur.nextset():
+            pass
+        return list(cur.fetchall())
 
 
 def give_back(database_url: str, pg: psycopg.Connection[Any]) -> None:

@@ -27,6 +27,7 @@ add/cancel_consumer): see the docs for what that leaves open.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import threading
 import time
@@ -38,6 +39,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.signals import before_task_publish, task_postrun
 from kombu.serialization import register
+from kombu.utils import json as kombu_json
 from redis import Redis
 
 from shared.daemon_key import DaemonKey, load_or_create
@@ -101,8 +103,14 @@ class Signer:
 
 
 def _unwrap(data: bytes | str) -> Any:
-    """The decoder of the content type: the pool process's, after the gate checked it."""
-    return open_envelope(data).payload()
+    """The decoder of the content type: the pool process's, after the gate checked these
+    very bytes, so only the body is taken out (open_envelope's field checks, the gate's,
+    cost a tenth of a millisecond more on every step's path)."""
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    body = json.loads(text)["body"]
+    if not isinstance(body, str):
+        raise ValueError("a signed envelope's body is JSON text")
+    return kombu_json.loads(body)
 
 
 _serializers: dict[tuple[str, float], tuple[str, Signer]] = {}

@@ -173,6 +173,12 @@ def test_a_claim_s_fence_bound_ends_with_its_wait(healthy: Stack) -> None:
                                       worker="w", pid=1, daemon=None)
         assert (lone.claimed, lone.run, lone.run_known) == (None, None, False)
         assert session.execute(text("SHOW lock_timeout")).scalar_one() == before
+    # What the transaction had set is what it gets back, not the server's default.
+    with transaction(url) as session:
+        session.execute(text("SET LOCAL lock_timeout = '7s'"))
+        transitions.claim_lone(session, f"fence-{uuid.uuid4().hex}/main/-1/1",
+                               worker="w", pid=1, daemon=None)
+        assert session.execute(text("SHOW lock_timeout")).scalar_one() == "7s"
 
 
 def test_a_claim_knows_whether_a_launch_held_its_fence(healthy: Stack) -> None:

@@ -42,6 +42,18 @@ def test_the_next_wait_takes_the_kept_connection_and_hears_run_ends(url: str) ->
     run_listeners.give_back(url, again)
 
 
+def test_what_a_waiter_reads_with_its_listen_is_read_once_it_listens(url: str) -> None:
+    """The state a wait checks first comes in the LISTEN's round trip, read after the
+    LISTEN took effect: a run ending just before that read is heard, not missed."""
+    for _ in range(2):  # a new connection, then the kept one
+        pg, rows = run_listeners.take_reading(
+            url, (RUN_DONE_CHANNEL,), "SELECT pg_listening_channels()")
+        assert rows == [(RUN_DONE_CHANNEL,)]
+        notified(url, "run-3")
+        assert [n.payload for n in pg.notifies(timeout=5, stop_after=1)] == ["run-3"]
+        run_listeners.give_back(url, pg)
+
+
 def test_a_kept_connection_listens_to_nothing(url: str) -> None:
     pg = run_listeners.take(url, (RUN_DONE_CHANNEL,))
     run_listeners.give_back(url, pg)
