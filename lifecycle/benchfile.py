@@ -16,9 +16,10 @@ from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from lifecycle.run_costs import Usage, run_usage
-from shared.atomic import write_json
+from shared.atomic import write_text
 from shared.db import skill_stats
 from shared.db.models import PipelineRun, StepRun
+from shared.folderhash import remember_tests
 from shared.skill import BENCHMARKS, Skill
 from shared.skillfiles import RUN_WINDOW
 from shared.states import RunState, StepState
@@ -143,5 +144,7 @@ def refresh(session: Session, skill: Skill, locks: Path) -> Path:
         data.setdefault("tests", [])
         data["runs"] = runs
         data["aggregates"] = aggregates
-        write_json(path, data, durable=False)  # a window onto PostgreSQL, rebuilt each time
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        write_text(path, text, durable=False)  # a window onto PostgreSQL, rebuilt each time
+        remember_tests(path, data, len(text.encode("utf-8")))
     return path

@@ -452,8 +452,13 @@ def lock_run(session: Session, run_id: str) -> PipelineRun | None:
 def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
     """The run whose row ``transitions.claim_lone`` locked, in this session as
     ``lock_run`` would give it (its inputs and outputs read if used). The session has
-    not loaded it before."""
-    run = PipelineRun(**columns)
+    not loaded it before.
+
+    Made as the ORM makes an object it loads, its columns set as loaded values: the
+    instrumented constructor records each as a change first (0.2 ms of CPU on every
+    lone cache hit's path)."""
+    run: PipelineRun = PipelineRun.__mapper__.class_manager.new_instance()
+    run.__dict__.update(columns)
     make_transient_to_detached(run)
     session.add(run)
     deferred.held(session, run)

@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 BENCHMARKS = "benchmarks.json"  # shared.skill.BENCHMARKS; kept here to stay import-light
 VERSION_KEYS = ("skill", "tests")  # benchmarks.json's part a version holds
@@ -128,6 +129,11 @@ def version_tests(data: bytes) -> bytes | None:
         return data
     if not isinstance(doc, dict):
         return data
+    return _doc_tests(doc)
+
+
+def _doc_tests(doc: Mapping[str, Any]) -> bytes | None:
+    """``version_tests`` of a benchmarks.json already parsed."""
     if not doc.get("tests"):
         return None
     kept = {key: doc[key] for key in VERSION_KEYS if key in doc}
@@ -244,6 +250,29 @@ class Signature:
 _tests_memo: dict[tuple[str, int, int, int, int], str | None] = {}
 TESTS_RACY_NS = 1_000_000_000
 _TESTS_MEMO_MAX = 4096
+
+
+def remember_tests(path: Path, doc: Mapping[str, Any], size: int) -> None:
+    """``doc`` was just written to the benchmarks.json at ``path`` (``size`` bytes,
+    renamed into place): its test-case fingerprint, remembered by the new file's
+    identity and times, so that the next ``stat_signature`` in this process need not
+    read the file back (a worker rewrites it after every run; read back, it was parsed
+    again on the path of the next step of that skill). Unlike a file read (the racy
+    rule in ``_tests_print``), the writer knows the bytes behind these times: only an
+    edit in place within the file clock's tick of the rename, keeping the size, would
+    go unseen, and only until the next rewrite (editors and skillq replace the file
+    whole, which gives it another identity)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if st.st_size != size:  # replaced meanwhile: read as any file is
+        return
+    tests = _doc_tests(doc)
+    if len(_tests_memo) >= _TESTS_MEMO_MAX:
+        _tests_memo.clear()
+    _tests_memo[(str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)] = \
+        None if tests is None else fingerprint(hash_bytes(tests), executable=False)
 
 
 def _tests_print(rel: str, entry: os.DirEntry[str]) -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.atomic import write_text
 from shared.errors import FolderChanged
 from shared.folderhash import (
     Change,
@@ -20,6 +21,7 @@ from shared.folderhash import (
     folder_files,
     folder_hash,
     hash_folder,
+    remember_tests,
     stat_signature,
 )
 from shared.published import snapshot
@@ -181,6 +183,25 @@ def test_the_signature_follows_modes_and_test_cases_but_not_the_run_window(
     bench(folder, tests=[CASE], runs=[])
     (folder / "main.py").chmod(0o755)
     assert stat_signature(folder) != first
+
+
+def test_a_rewrite_remembered_by_its_writer_signs_as_the_file_reads(
+        tmp_path: Path) -> None:
+    """A worker rewriting benchmarks.json hands its test cases' fingerprint to the
+    signature (it is not read back): what it hands over is what the file holds, and a
+    later edit of the test cases still shows."""
+    folder = make_skill(tmp_path)
+    path = folder / "benchmarks.json"
+    for tests in ([CASE], []):
+        doc = {"skill": "demo", "version": 1, "tests": tests, "runs": [{"run_id": "r"}]}
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        write_text(path, text, durable=False)
+        remember_tests(path, doc, len(text.encode()))
+        read = folder_files(folder).get("benchmarks.json")  # the bytes, read
+        assert stat_signature(folder).tests == (read.fingerprint if read else None)
+    edited = {"skill": "demo", "tests": [{**CASE, "id": "two"}], "runs": []}
+    write_text(path, json.dumps(edited), durable=False)  # replaced whole, as editors do
+    assert stat_signature(folder).tests == folder_files(folder)["benchmarks.json"].fingerprint
 
 
 def test_a_symlink_is_hashed_as_its_target_text_not_followed(tmp_path: Path) -> None:
