@@ -63,10 +63,10 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 
 STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
     StepState.PENDING: frozenset({StepState.RUNNING, StepState.CANCELLED}),
-    # running -> running: a redelivery takes over the attempt of a process that died
+    # Not running -> running: an attempt whose process died is lost, and a new attempt
+    # follows (one place decides retries); one its nested run carries stays with it.
     StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.RETRYING,
-                                  StepState.LOST, StepState.RUNNING, StepState.CANCELLED,
-                                  StepState.WAITING}),
+                                  StepState.LOST, StepState.CANCELLED, StepState.WAITING}),
     StepState.SUCCEEDED: frozenset(),
     StepState.FAILED: frozenset({StepState.SKIPPED}),
     StepState.SKIPPED: frozenset(),

@@ -80,7 +80,8 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
     redelivery after a crash: rows running under a dead process) go row by row. A row
     whose process died is declared lost here and ``on_due(run_id)`` called, so the planner
     sends its next attempt (whichever of this and the worker's pool-loss handler sees the
-    death first records it; the other finds the attempt settled).
+    death first records it; the other finds the attempt settled). A row its nested run
+    carries is left running, and ``on_due`` is called for that nested run.
     """
     def fast() -> dict[str, Claim]:
         now = datetime.now(UTC)
@@ -114,7 +115,16 @@ class _Lost:
     run_id: str
 
 
-def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost | None:
+@dataclass(frozen=True, slots=True)
+class _Carried:
+    """A redelivered attempt carried by its nested run (``run_id``): that run is planned
+    again, which starts it if the worker that created it died before its first advance,
+    and changes nothing otherwise."""
+    run_id: str
+
+
+def _claim_locked(ctx: WorkerContext, row_id: str, worker: str
+                  ) -> Claim | _Lost | _Carried | None:
     """The slow path: decide under the row's lock whether a running row is orphaned."""
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
@@ -123,6 +133,11 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost
             return None
         state = StepState(row.state)
         if state == StepState.RUNNING:
+            if row.child_run_id is not None:
+                # Its nested run carries it and settles it when it ends: no process holds
+                # it (its heartbeat is not kept), and running it again would start a
+                # second nested run beside the first.
+                return _Carried(row.child_run_id)
             fresh = row.heartbeat_at is not None and \
                 row.heartbeat_at > now - timedelta(seconds=ctx.settings.dead_after_s)
             host = (row.worker or "").rpartition("@")[2]
@@ -130,17 +145,16 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str) -> Claim | _Lost
                 and row.worker_pid != ctx.pid and not _pid_alive(row.worker_pid)
             if fresh and not same_host_dead:
                 return None  # a live process is running it; this is a duplicate delivery
-            if row.child_run_id is None:
-                # Not taken over: the attempt is lost, as the planner's watchdog and the
-                # pool-loss handler record it, and the next one is the planner's to send
-                # (one place decides retries; the records say what happened).
-                why = f"process {row.worker_pid} on {host} died" if same_host_dead else \
-                    f"worker {row.worker} stopped sending heartbeats"
-                transitions.declare_lost(row, f"{why}; re-dispatched", now)
-                return _Lost(row.run_id)
-        elif state != StepState.PENDING:
+            # Not taken over: the attempt is lost, as the planner's watchdog and the
+            # pool-loss handler record it, and the next one is the planner's to send
+            # (one place decides retries; the records say what happened).
+            why = f"process {row.worker_pid} on {host} died" if same_host_dead else \
+                f"worker {row.worker} stopped sending heartbeats"
+            transitions.declare_lost(row, f"{why}; re-dispatched", now)
+            return _Lost(row.run_id)
+        if state != StepState.PENDING:
             return None  # already settled: a redelivered message after the fact
-        if row.attempt > 1 or state == StepState.RUNNING:
+        if row.attempt > 1:
             # A dead pool process or worker leaves its script running in its own session:
             # end any earlier copy of this step item on this machine before running it
             # again (one browser, one side effect).

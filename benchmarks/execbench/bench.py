@@ -107,6 +107,17 @@ class Bench:
         return shown[0] - t0, run_id
 
     def raw_once(self, app: Any, task: str, args: tuple[Any, ...] = ()) -> float:
+        """Seconds of one raw round trip, waited as a Celery user waits:
+        ``AsyncResult.get()``, woken by the Redis backend's pub/sub (as skillq's client
+        is woken by its NOTIFY)."""
+        queue = app.conf.task_default_queue
+        t0 = time.perf_counter()
+        app.send_task(task, args=args, queue=queue).get(timeout=RUN_TIMEOUT_S)
+        return time.perf_counter() - t0
+
+    def raw_polled(self, app: Any, task: str, args: tuple[Any, ...] = ()) -> float:
+        """``raw_once`` waited by polling every LATENCY_POLL_S, as (a) was measured
+        until 2026-12-05 (figure a-wait keeps the two side by side)."""
         queue = app.conf.task_default_queue
         t0 = time.perf_counter()
         sent = app.send_task(task, args=args, queue=queue)

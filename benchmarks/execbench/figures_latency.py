@@ -17,6 +17,7 @@ from shared.db.session import transaction
 
 from .bench import Bench
 from .config import (
+    LATENCY_POLL_S,
     SETTLE_S,
     TRUE_ARGV,
 )
@@ -155,6 +156,26 @@ def fig_strict_latency(b: Bench, n: int) -> Figure:
                   med(strict) * 1000, med(plain) * 1000, "ms", med(strict) / med(plain),
                   note="attribution: acks_late, prefetch 1, events, track_started",
                   samples={"strict_s": strict, "raw_s": plain})
+
+
+def fig_raw_waits(b: Bench, n: int) -> Figure:
+    """The raw side's wait: (a) and its floors wait for the raw result with
+    ``AsyncResult.get()`` (pub/sub); polling every LATENCY_POLL_S, as (a) did until
+    2026-12-05, is a little slower, which flattered skillq's ratio."""
+    tick = b._items("raw round trip: AsyncResult.get() vs polled", n)
+    polled, got = [], []
+    for i in range(n):
+        polled.append(b.raw_polled(b.s.raw, raw_tasks.NOOP))
+        time.sleep(SETTLE_S)
+        got.append(b.raw_once(b.s.raw, raw_tasks.NOOP))
+        time.sleep(SETTLE_S)
+        tick(i + 1)
+    return Figure("a-wait", "raw round trip, polled (as (a) was until 2026-12-05) vs "
+                  "AsyncResult.get() (as (a) is)",
+                  med(polled) * 1000, med(got) * 1000, "ms", med(polled) / med(got),
+                  note=f"median of {n} each, interleaved; polled every "
+                  f"{LATENCY_POLL_S * 1000:g} ms",
+                  samples={"polled_s": polled, "get_s": got})
 
 
 def cli_latency(b: Bench, runs: int) -> Figure:

@@ -106,6 +106,8 @@ def write_results(figures: Sequence[Figure], *, started: datetime, quick: bool,
         "source": source,
         "embedded": embedded, "poll_s": {"latency": LATENCY_POLL_S,
                                          "fanout": FANOUT_POLL_S},
+        # Since 2026-12-05 (a)'s raw side waits by AsyncResult.get(); before, polled.
+        "raw_latency_wait": "AsyncResult.get",
         **(extra or {}), "figures": [asdict(f) for f in figures]}, indent=2,
         default=str) + "\n")
     console.print(f"results: {path.relative_to(ROOT)}")

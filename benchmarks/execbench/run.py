@@ -21,6 +21,7 @@ from .figures_latency import (
     fig_durable_floor,
     fig_latency,
     fig_latency_cpu,
+    fig_raw_waits,
     fig_strict_latency,
 )
 from .figures_records import fig_records
@@ -71,6 +72,7 @@ def main(description: str, argv: list[str] | None = None) -> int:
                 figures += fig_latency(b, cfg["latency_n"], cfg["latency_warm"])
                 figures.append(fig_strict_latency(b, cfg["latency_n"]))
                 figures.append(fig_durable_floor(b, cfg["latency_n"]))
+                figures.append(fig_raw_waits(b, cfg["latency_n"]))
                 figures.append(fig_latency_cpu(b, 2 * cfg["latency_n"]))
             if "cli" in only:
                 step("`skillq run` from the command line")

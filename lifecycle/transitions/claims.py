@@ -1,5 +1,5 @@
-"""The claim: a worker takes pending attempts for itself (pending -> running), or a
-redelivery takes over one whose process died."""
+"""The claim: a worker takes pending attempts for itself (pending -> running), in one
+statement, or one by one when a redelivery finds one its batch claim missed."""
 
 from __future__ import annotations
 
@@ -134,7 +134,9 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
 
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,
               now: datetime) -> None:
-    """A redelivery takes an attempt whose process died (or a pending one) for itself."""
+    """A redelivery takes for itself a pending attempt its batch claim missed. A running
+    one is never taken over (workers/step_runner.py declares it lost when its process
+    died, or leaves it to the nested run that carries it)."""
     move(row, StepState.RUNNING)
     row.worker = worker
     row.worker_pid = pid

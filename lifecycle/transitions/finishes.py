@@ -110,7 +110,7 @@ def declare_lost(row: StepRun, error: str, now: datetime | None = None) -> None:
 def lose_process(session: Session, ids: Sequence[str], pid: int, error: str,
                  now: datetime | None = None) -> list[str]:
     """Attempts of ``ids`` running under process ``pid``, which died: declared lost.
-    The ids declared (a redelivery found them settled or taken over: none)."""
+    The ids declared (none when a redelivery had found them settled or lost first)."""
     now = now or now_utc()
     lost = []
     for source in step_sources(StepState.LOST):  # one by one: the counts need the source

@@ -179,13 +179,15 @@ def test_a_dead_process_s_attempts_are_lost_and_only_its_own(db: Session) -> Non
         transitions.take_over(second, worker="w@h", pid=3, daemon=None, now=NOW)
 
 
-def test_take_over_a_running_attempt_of_a_dead_process(db: Session) -> None:
+def test_take_over_a_pending_attempt_never_a_running_one(db: Session) -> None:
     run = a_run(db)
-    transitions.launch_attempts(db, attempts(run, 1))
+    transitions.launch_attempts(db, attempts(run, 2))
     claim(db, [f"{run.id}/s/0/1"], pid=111)
-    (row,) = rows(db, run)
-    transitions.take_over(row, worker="w2@h", pid=333, daemon="d2", now=NOW)
-    assert (row.state, row.worker_pid, row.worker) == ("running", 333, "w2@h")
+    running, pending = rows(db, run)
+    with pytest.raises(IllegalTransition):
+        transitions.take_over(running, worker="w2@h", pid=333, daemon="d2", now=NOW)
+    transitions.take_over(pending, worker="w2@h", pid=333, daemon="d2", now=NOW)
+    assert (pending.state, pending.worker_pid, pending.worker) == ("running", 333, "w2@h")
 
 
 def test_a_skipped_item_is_a_failed_one_dropped(db: Session) -> None:

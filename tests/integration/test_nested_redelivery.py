@@ -1,0 +1,90 @@
+"""A step carried by its nested run is never started again by a redelivered message.
+
+An orchestrator step's attempt stays running, with ``child_run_id`` set, from the moment
+its worker starts the nested run until that run ends (and settles it); no process keeps
+its heartbeat fresh meanwhile. A second delivery of its message (a pool process killed
+after the nested run's commit and before the ack, a broker's visibility timeout) must
+not take it over as an orphan: taking it over runs it again, which starts a second
+nested run beside the first.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import Stack
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lifecycle import transitions
+from lifecycle.context import WorkerContext
+from shared.db.models import PipelineRun, StepRun
+from shared.db.session import transaction
+from shared.settings import Settings
+from workers import step_runner
+
+pytestmark = pytest.mark.integration
+HOSTNAME = "nested-redelivery-host"
+
+
+def _run(session: Session, parent: str | None = None) -> PipelineRun:
+    run = transitions.new_run(
+        session, run_id=f"run-n{uuid.uuid4().hex[:14]}", skill="nested-probe", version=1,
+        source="production", vault="/nowhere",
+        plan={"skill": "nested-probe", "version": 1, "steps": [], "workdir": None},
+        inputs={}, triggered_by="test", parent_step_run_id=parent)
+    transitions.start_run(run)
+    return run
+
+
+@pytest.mark.parametrize("its_worker", ["stale heartbeat", "dead process on this host"])
+def test_a_redelivered_message_of_a_step_carried_by_its_nested_run_is_not_run_again(
+        stack: Stack, tmp_path: Path, its_worker: str) -> None:
+    url = stack.endpoints.database_url
+    ctx = WorkerContext(settings=Settings(_env_file=None, home=tmp_path, vault=tmp_path,
+                                          database_url=url),
+                        database_url=url, vault=tmp_path, hostname=HOSTNAME, pid=os.getpid())
+    if its_worker == "stale heartbeat":
+        worker, pid = "gone@elsewhere", 4242
+        claimed_at = datetime.now(UTC) - timedelta(seconds=10 * ctx.settings.dead_after_s)
+    else:
+        proc = subprocess.Popen(["true"])
+        proc.wait()  # reaped: a pid nobody holds now
+        worker, pid, claimed_at = f"w@{HOSTNAME}", proc.pid, datetime.now(UTC)
+    with transaction(url) as session:
+        parent_id = _run(session).id
+        row_id = f"{parent_id}/child/-1/1"
+        transitions.launch_attempts(session, [{
+            "id": row_id, "run_id": parent_id, "step_id": "child", "item_index": -1,
+            "attempt": 1, "skill": "nested-probe", "version": 1, "state": "pending",
+            "source": "production", "queue": "control", "inputs": {}, "input_hash": "h",
+            "not_before": None, "route": "test"}])
+    with transaction(url) as session:
+        assert transitions.claim_pending(session, [row_id], worker=worker, pid=pid,
+                                         daemon=None, now=claimed_at)
+    with transaction(url) as session:
+        child_id = _run(session, parent=row_id).id
+        row = session.get(StepRun, row_id)
+        assert row is not None
+        row.child_run_id = child_id  # as workers/step_runner._start_child leaves it
+    try:
+        due: list[str] = []
+        taken = step_runner.claim_batch(ctx, [row_id], f"test@{HOSTNAME}", due.append)
+        assert taken == [], "a step carried by its nested run was taken over, to run again"
+        # Nor declared lost (its nested run settles it): that run is planned again,
+        # which starts it should the worker that created it have died before it did.
+        assert due == [child_id]
+        with transaction(url) as session:
+            row = session.get(StepRun, row_id)
+            assert row is not None
+            assert (row.state, row.worker, row.child_run_id) == ("running", worker, child_id)
+            assert session.scalar(select(func.count()).select_from(PipelineRun).where(
+                PipelineRun.parent_step_run_id == row_id)) == 1
+    finally:
+        with transaction(url) as session:
+            transitions.cancel_run(session, parent_id, "test over")
