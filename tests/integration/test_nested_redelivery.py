@@ -22,10 +22,16 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lifecycle import transitions
+from lifecycle.canvas import dispatch_steps
 from lifecycle.context import WorkerContext
+from lifecycle.planner import Dispatch
+from lifecycle.submit import create_run
+from lifecycle.tasks import advance_in
 from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.settings import Settings
+from shared.store import unpack
+from shared.vault import load_vault
 from workers import step_runner
 
 pytestmark = pytest.mark.integration
@@ -88,3 +94,77 @@ def test_a_redelivered_message_of_a_step_carried_by_its_nested_run_is_not_run_ag
     finally:
         with transaction(url) as session:
             transitions.cancel_run(session, parent_id, "test over")
+
+
+OUTER = """---
+name: outer
+description: "Run inner over the words (a nested run as its only step)."
+version: 1
+inputs:
+  - name: words
+    type: string[]
+    required: true
+    description: "Words."
+outputs:
+  - name: words
+    type: string[]
+    description: The nested run's.
+    from: ${steps.child.outputs.words}
+steps:
+  - id: child
+    skill: inner
+    with:
+      words: ${inputs.words}
+---
+
+# outer
+
+A test orchestrator whose one step is a nested run of inner.
+"""
+
+
+def test_a_nested_run_its_worker_created_but_never_started_is_started_by_a_redelivery(
+        healthy: Stack, vault: Path) -> None:
+    """The worker that started the nested run died after its commit and before the
+    nested run's first advance: the nested run is pending with nothing sent, and the
+    step's message comes back. The real worker that takes it starts that nested run
+    (and no other), which settles the step and ends the run."""
+    (vault / "outer").mkdir()
+    (vault / "outer" / "SKILL.md").write_text(OUTER)
+    (vault / "outer" / "sub-skills.json").write_text(
+        '{"sub_skills": [{"skill_id": "inner", "role": "step"}]}')
+    url = healthy.endpoints.database_url
+    ctx = WorkerContext(settings=Settings(_env_file=None, home=healthy.home, vault=vault,
+                                          database_url=url),
+                        database_url=url, vault=vault, hostname=HOSTNAME, pid=os.getpid())
+    loaded = load_vault(vault)
+    inputs = {"words": ["a", "b"]}
+    with transaction(url) as session:
+        run_id = create_run(session, loaded, loaded.get("outer"), inputs,
+                            source="production", triggered_by="test")
+        out = advance_in(session, ctx, run_id)  # planned, its message not sent
+    ((row_id,),) = [d.step_run_ids for d in out.dispatch]
+    queue = out.dispatch[0].queue
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # the worker's pool process, gone
+    with transaction(url) as session:
+        assert transitions.claim_pending(session, [row_id], worker=f"w@{HOSTNAME}",
+                                         pid=proc.pid, daemon=None, now=datetime.now(UTC))
+        row = session.get(StepRun, row_id)
+        assert row is not None
+        row.child_run_id = create_run(session, loaded, loaded.get("inner"), inputs,
+                                      source="production", triggered_by="outer",
+                                      parent_step_run_id=row_id)
+        child_id = row.child_run_id
+    dispatch_steps(healthy.app, [Dispatch((row_id,), queue, "inner")])  # the redelivery
+
+    run = healthy.wait_run(run_id)
+    assert run.state == "succeeded", run.error
+    assert healthy.run(child_id).state == "succeeded"
+    with transaction(url) as session:
+        children = session.scalars(select(PipelineRun.id).where(
+            PipelineRun.parent_step_run_id == row_id)).all()
+        assert children == [child_id]
+        row = session.get(StepRun, row_id)
+        assert row is not None and row.state == "succeeded"
+        assert unpack(session, run.outputs) == inputs
