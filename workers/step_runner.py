@@ -110,21 +110,16 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
 
 
 @dataclass(frozen=True, slots=True)
-class _Lost:
-    """A redelivered attempt whose process had died: declared lost, for the planner."""
-    run_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Carried:
-    """A redelivered attempt carried by its nested run (``run_id``): that run is planned
-    again, which starts it if the worker that created it died before its first advance,
-    and changes nothing otherwise."""
+class _Due:
+    """A redelivered attempt not to run here, and the run to plan for it: its own, when
+    its process had died and it was declared lost (the planner sends the next attempt);
+    its nested run, when that run carries it (which starts the nested run if the worker
+    that created it died before its first advance, and changes nothing otherwise)."""
     run_id: str
 
 
 def _claim_locked(ctx: WorkerContext, row_id: str, worker: str
-                  ) -> Claim | _Lost | _Carried | None:
+                  ) -> Claim | _Due | None:
     """The slow path: decide under the row's lock whether a running row is orphaned."""
     now = datetime.now(UTC)
     with transaction(ctx.database_url) as session:
@@ -137,7 +132,7 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str
                 # Its nested run carries it and settles it when it ends: no process holds
                 # it (its heartbeat is not kept), and running it again would start a
                 # second nested run beside the first.
-                return _Carried(row.child_run_id)
+                return _Due(row.child_run_id)
             fresh = row.heartbeat_at is not None and \
                 row.heartbeat_at > now - timedelta(seconds=ctx.settings.dead_after_s)
             host = (row.worker or "").rpartition("@")[2]
@@ -151,7 +146,7 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str
             why = f"process {row.worker_pid} on {host} died" if same_host_dead else \
                 f"worker {row.worker} stopped sending heartbeats"
             transitions.declare_lost(row, f"{why}; re-dispatched", now)
-            return _Lost(row.run_id)
+            return _Due(row.run_id)
         if state != StepState.PENDING:
             return None  # already settled: a redelivered message after the fact
         if row.attempt > 1:

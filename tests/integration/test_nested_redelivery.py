@@ -48,13 +48,18 @@ def _run(session: Session, parent: str | None = None) -> PipelineRun:
     return run
 
 
+def _ctx(url: str, home: Path, vault: Path) -> WorkerContext:
+    """A worker's context on HOSTNAME, as this test process."""
+    return WorkerContext(settings=Settings(_env_file=None, home=home, vault=vault,
+                                           database_url=url),
+                         database_url=url, vault=vault, hostname=HOSTNAME, pid=os.getpid())
+
+
 @pytest.mark.parametrize("its_worker", ["stale heartbeat", "dead process on this host"])
 def test_a_redelivered_message_of_a_step_carried_by_its_nested_run_is_not_run_again(
         stack: Stack, tmp_path: Path, its_worker: str) -> None:
     url = stack.endpoints.database_url
-    ctx = WorkerContext(settings=Settings(_env_file=None, home=tmp_path, vault=tmp_path,
-                                          database_url=url),
-                        database_url=url, vault=tmp_path, hostname=HOSTNAME, pid=os.getpid())
+    ctx = _ctx(url, tmp_path, tmp_path)
     if its_worker == "stale heartbeat":
         worker, pid = "gone@elsewhere", 4242
         claimed_at = datetime.now(UTC) - timedelta(seconds=10 * ctx.settings.dead_after_s)
@@ -134,9 +139,7 @@ def test_a_nested_run_its_worker_created_but_never_started_is_started_by_a_redel
     (vault / "outer" / "sub-skills.json").write_text(
         '{"sub_skills": [{"skill_id": "inner", "role": "step"}]}')
     url = healthy.endpoints.database_url
-    ctx = WorkerContext(settings=Settings(_env_file=None, home=healthy.home, vault=vault,
-                                          database_url=url),
-                        database_url=url, vault=vault, hostname=HOSTNAME, pid=os.getpid())
+    ctx = _ctx(url, healthy.home, vault)
     loaded = load_vault(vault)
     inputs = {"words": ["a", "b"]}
     with transaction(url) as session:
