@@ -159,6 +159,9 @@ def parse_public(text: str) -> PublicKey:
     PEM public key."""
     text = text.strip()
     daemon = None
+    # Typed as the widest of the two loaders' unions: each cryptography release may add
+    # a key type to one of them, and only the Ed25519 check below matters here.
+    key: object
     try:
         if text.startswith("-----BEGIN"):
             key = serialization.load_pem_public_key(text.encode())
