@@ -4,7 +4,8 @@ A step goes to its approach's queue (``default``, ``dom0`` ...), which every dae
 that queue class consumes. It is narrowed to one daemon's own queue (``default@gpu-box``)
 when the skill pins a daemon (``requires.daemon``), or when only some of the daemons
 serving the queue have the software and capabilities it requires, or (an agent step) the
-credentials of the model it would run on there (agent_routing.py). Among eligible
+credentials of the model it would run on there (agent_routing.py). A step given a folder
+(a ``directory`` input) runs on a daemon of the machine that folder is on. Among eligible
 daemons, ``agent`` daemons are preferred to ``daily-driver`` ones; when several remain
 but not all, a fan-out's messages take turns among them. A step that no online daemon can
 run is refused before anything is sent, naming what is missing and who lacks it.
@@ -13,7 +14,7 @@ run is refused before anything is sent, naming what is missing and who lacks it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from lifecycle.agent_routing import WorkerModels, lacks
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.manifest import Requires
 from shared.plan import AgentModel
+from shared.valuetypes import DIR_KEY, dir_values
 
 ROLE_RANK = {"agent": 0, "daily-driver": 1}
 
@@ -35,6 +37,7 @@ ROLE_RANK = {"agent": 0, "daily-driver": 1}
 class OnlineDaemon:
     name: str
     role: str
+    device: str  # the machine it runs on (shared/machine.py)
     queues: frozenset[str]  # consumed by at least one of its live workers
     capabilities: frozenset[str]
     software: frozenset[str]  # found on its PATH
@@ -55,12 +58,37 @@ class NoRoute(Exception):
     """No online daemon can run the step (the message says what is missing where)."""
 
 
+@dataclass(frozen=True)
+class Folder:
+    """A folder a step is given (``input``: the input naming it): it runs on that
+    folder's machine."""
+    input: str
+    path: str
+    device: str
+    host: str
+
+
+def folder_of(*inputs: Mapping[str, Any]) -> Folder | None:
+    """The machine of the folders among ``inputs`` (a run's, or each item's of a step),
+    None when they hold none; NoRoute when they lie on more than one machine (no daemon
+    sees them all)."""
+    found = [Folder(name, d[DIR_KEY], d["device"], d["host"])
+             for given in inputs for name, value in given.items() for d in dir_values(value)]
+    machines = {f.device: f for f in found}
+    if len(machines) > 1:
+        where = ", ".join(f"'{f.input}' {f.path} on {f.host}" for f in machines.values())
+        raise NoRoute(f"its folders lie on more than one machine ({where}); give it "
+                      "folders of one machine")
+    return found[0] if found else None
+
+
 def unknown_software(requires: Requires, daemons: Sequence[OnlineDaemon]) -> set[str]:
     """Required programs some online daemon has not looked for yet (ask, then route)."""
     return {s for s in requires.software for d in daemons if s not in d.looked_for}
 
 
-_ONLINE = (select(Daemon.name, Daemon.role, Daemon.capabilities, Daemon.software,
+_ONLINE = (select(Daemon.name, Daemon.role, Daemon.device_id, Daemon.capabilities,
+                  Daemon.software,
                   DaemonWorker.queues, DaemonWorker.model_providers, DaemonWorker.agent_model)
            .join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
            .where(DaemonWorker.heartbeat_at >= bindparam("cutoff",
@@ -75,7 +103,7 @@ def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemo
     merged: dict[str, tuple[Any, list[Any]]] = {}
     for row in rows:
         merged.setdefault(row.name, (row, []))[1].append(row)
-    return [OnlineDaemon(d.name, d.role, frozenset(q for w in ws for q in w.queues),
+    return [OnlineDaemon(d.name, d.role, d.device_id, frozenset(q for w in ws for q in w.queues),
                          frozenset(d.capabilities),
                          frozenset(k for k, v in d.software.items() if v),
                          frozenset(d.software),
@@ -114,8 +142,11 @@ def _lacks(daemon: OnlineDaemon, requires: Requires, queue: str = "",
 
 
 def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon],
-          agent: AgentModel | None = None) -> Route:
-    """Where a step goes; ``agent``: an agent step's model (PlanStep.agent)."""
+          agent: AgentModel | None = None, folder: Folder | None = None) -> Route:
+    """Where a step goes; ``agent``: an agent step's model (PlanStep.agent); ``folder``:
+    one it is given (folder_of), which only its machine's daemons can read."""
+    if folder is not None:
+        return _route_to(folder, queue, requires, daemons, agent)
     serving = sorted((d for d in daemons if queue in d.queues), key=lambda d: d.name)
     if requires.daemon:
         pinned = next((d for d in daemons if d.name == requires.daemon), None)
@@ -156,6 +187,26 @@ def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon],
     return Route(tuple(f"{queue}@{d.name}" for d in chosen if f"{queue}@{d.name}" in d.queues)
                  or (queue,),
                  f"{_names(chosen)} {why} (not {', '.join(others)})")
+
+
+def _route_to(folder: Folder, queue: str, requires: Requires,
+              daemons: Sequence[OnlineDaemon], agent: AgentModel | None) -> Route:
+    here = [d for d in daemons if d.device == folder.device]
+    if not any(queue in d.queues for d in here):
+        elsewhere = _names([d for d in daemons if queue in d.queues])
+        raise NoRoute(f"its input '{folder.input}' is the folder {folder.path} on "
+                      f"{folder.host}, and no online daemon of that machine serves queue "
+                      f"'{queue}' (serving it elsewhere: {elsewhere}); start one there with "
+                      f"`skillq worker --queues {queue}`")
+    found = route(queue, requires, here, agent)
+    if found.queues != (queue,) or len(here) == len(daemons):
+        return found
+    own = tuple(f"{queue}@{d.name}" for d in here if f"{queue}@{d.name}" in d.queues)
+    if not own:
+        raise NoRoute(f"its input '{folder.input}' is the folder {folder.path} on "
+                      f"{folder.host}, whose daemons ({_names(here)}) serve no queue of "
+                      f"their own for '{queue}'")
+    return Route(own, f"the folder's machine {folder.host} ({_names(here)})")
 
 
 def _names(daemons: Sequence[OnlineDaemon]) -> str:

@@ -21,9 +21,11 @@ from lifecycle.planner import Outcome
 from lifecycle.recording import ended_run_files, write_files
 from lifecycle.retry import create_retry
 from lifecycle.routing import (
+    Folder,
     NoRoute,
     OnlineDaemon,
     ask_for_software,
+    folder_of,
     recent_daemons,
     route,
     unknown_software,
@@ -90,7 +92,7 @@ def unrunnable(conn: Connection, vault: Vault, plan: Plan) -> str | None:
     return routes(conn, vault, plan)[0]
 
 
-def routes(conn: Connection, vault: Vault, plan: Plan
+def routes(conn: Connection, vault: Vault, plan: Plan, inputs: Mapping[str, Any] | None = None
            ) -> tuple[str | None, list[OnlineDaemon]]:
     """Why some step of this run could not be routed to an online daemon, or None; and
     the online daemons as read for that, which ``launch`` routes the first steps by
@@ -101,8 +103,15 @@ def routes(conn: Connection, vault: Vault, plan: Plan
 
     Software no daemon has looked for yet is asked for (``wanted_software``) and the
     answer awaited for a couple of heartbeats, so routing never guesses.
+
+    ``inputs``: the run's; a folder among them (a ``directory`` input) is on one
+    machine, and each step that takes a folder must find a daemon of that machine.
     """
     steps = plan_steps(vault, plan)
+    try:
+        folder = folder_of(dict(inputs or {}))
+    except NoRoute as exc:
+        return f"the run's inputs cannot be read by any one daemon: {exc}", []
     if conn.local_workers is not None:
         _start_classes(conn, conn.local_workers, vault, steps)
     started = time.monotonic()
@@ -120,7 +129,8 @@ def routes(conn: Connection, vault: Vault, plan: Plan
                             f"serves it; start one with `skillq worker --queues {CONTROL_QUEUE}`")
         for path, step in steps:
             try:
-                route(step.queue, step.requires, daemons, step.agent)
+                route(step.queue, step.requires, daemons, step.agent,
+                      _folder_for(vault, step, folder))
             except NoRoute as exc:
                 problems.append(f"step '{path}' ({step.skill}) needs queue '{step.queue}': "
                                 f"{exc}")
@@ -139,6 +149,15 @@ def routes(conn: Connection, vault: Vault, plan: Plan
     if not problems:
         return None, daemons
     return "no online worker can run what this run needs: " + "; ".join(problems), daemons
+
+
+def _folder_for(vault: Vault, step: PlanStep, folder: Folder | None) -> Folder | None:
+    """``folder`` for a step whose skill takes a folder: where the run's folder is."""
+    if folder is None or step.skill not in vault.skills:
+        return None
+    takes = any(spec.value_type.base == "directory"
+                for spec in vault.skills[step.skill].manifest.inputs)
+    return folder if takes else None
 
 
 def _start_classes(conn: Connection, home: Path, vault: Vault,
@@ -177,7 +196,7 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
     if source == "production" and skill.manifest.is_orchestrator:
         refuse_draft(conn, skill)  # its steps' folders are checked by their workers
-    missing, daemons = routes(conn, vault, plan)
+    missing, daemons = routes(conn, vault, plan, given)
     if missing:
         raise NoWorker(missing)
     return launch(conn, vault, skill, given, plan=plan, source=source,

@@ -36,6 +36,7 @@ from shared.db.notes_models import TestResult
 from shared.db.session import transaction
 from shared.diagnosis import first_line
 from shared.errors import NoWorker, SkillqError, TestCaseError
+from shared.inputs import local_paths
 from shared.skill import Skill
 from shared.skillfiles import RunSource, TestCase
 from shared.states import RunState
@@ -185,8 +186,9 @@ class _Started:
 
 
 def _start(conn: Connection, vault: Vault, skill: Skill, case: TestCase) -> _Started:
-    try:
-        run_id = start_run(conn, vault, skill, case.inputs, source=RunSource.TEST_WINDOW,
+    try:  # a case's folder or file paths are relative to the skill's own folder
+        given = local_paths(skill.manifest, case.inputs, skill.folder)
+        run_id = start_run(conn, vault, skill, given, source=RunSource.TEST_WINDOW,
                            triggered_by=f"test:{case.id}")
     except NoWorker:
         raise  # the machine, not the skill: no verdict can be given

@@ -70,6 +70,11 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
                 yield skill.problem(("outputs", i, "type"), f"an agent step cannot return a "
                                     f"file ('{out.name}'); return its text as a string, or "
                                     "write the file from a script step")
+    for i, out in enumerate(m.outputs):
+        if out.value_type.base == "directory":
+            yield skill.problem(("outputs", i, "type"), f"a skill cannot return a folder "
+                                f"('{out.name}'): a step's own folders are gone when it ends; "
+                                "return a file (type file), or the path as a string")
     for key in sorted(_AGENT_ONLY & m.model_fields_set):
         if not agent_leaf and not skill.repaired & {"approach", "run", "steps"}:
             yield skill.problem((key,), f"only an agent step (approach: agent, no run or "

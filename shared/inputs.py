@@ -8,6 +8,10 @@ folder (the working directory for ``--input``, the JSON file's folder for
 ``--inputs-file``). It is checked here (it exists, it fits SKILLQ_FILE_MAX_BYTES) and held
 as a local file; ``store_files`` puts its bytes in the shared store in the transaction
 that records the run, so every daemon reaches the same bytes by their SHA-256.
+
+An input of type ``directory`` is given as a path the same way. The folder must exist
+here; it is left where it is, and the value names it with this machine's id
+(shared/machine.py), so the step runs on a daemon of this machine and sees it there.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import InputError
+from shared.machine import device_id, host_name
 from shared.manifest import Manifest
 from shared.problems import Problem, display_path
 from shared.settings import get_settings
 from shared.valuetypes import (
     LOCAL_KEY,
+    PATH_BASES,
     ValueType,
+    dir_value,
     file_value,
     from_text,
     is_file_value,
@@ -136,16 +143,8 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
         shown = display_path(inputs_file)
         data = dict(inputs_data) if inputs_data is not None \
             else _read_inputs_file(inputs_file, problems)
-        for key, value in data.items():
-            too_big = size_problem(value_bytes(value), max_bytes)
-            if too_big:
-                problems.append(Problem(shown, key, too_big))
-                continue
-            spec = manifest.input(key)
-            if spec is not None and spec.value_type.base == "file":
-                value = files.local(value, spec.value_type, inputs_file.absolute().parent,
-                                    Problem(shown, key, ""), problems)
-            given[key] = value
+        given = files.all_local(manifest, data, inputs_file.absolute().parent, shown,
+                                max_bytes, problems)
     from_cli: dict[str, Any] = {}
     repeated: set[str] = set()
     for pair in pairs:
@@ -163,7 +162,7 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
         if spec is None:
             from_cli[key] = text  # reported as unknown by resolve_inputs
             continue
-        if spec.value_type.base == "file":
+        if spec.value_type.base in PATH_BASES:
             value = files.local(_file_text(text, spec.value_type), spec.value_type,
                                 files.base, Problem("--input", key, ""), problems)
         else:
@@ -189,9 +188,23 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
     return resolve_inputs(manifest, given, origin="--input")
 
 
+def local_paths(manifest: Manifest, data: Mapping[str, Any], base: Path, *,
+                origin: str = "inputs") -> dict[str, Any]:
+    """``data`` (JSON values, from an MCP client say) with each path given for a file or
+    directory input checked and made a local file or folder, relative to ``base``;
+    InputError naming each input that does not fit."""
+    settings = get_settings()
+    problems: list[Problem] = []
+    files = _Files(base, settings.file_max_bytes, True)
+    given = files.all_local(manifest, data, base, origin, settings.input_max_bytes, problems)
+    if problems:
+        raise InputError(problems)
+    return given
+
+
 def _file_text(text: str, vtype: ValueType) -> Any:
-    """What ``--input`` gives a file type: JSON (a list of paths, a stored file) when it
-    parses, else one path (``[draft] notes.txt`` is a file name, not broken JSON)."""
+    """What ``--input`` gives a file or directory type: JSON (a list of paths, a stored
+    file) when it parses, else one path (``[draft] notes.txt`` is a file name, not broken JSON)."""
     value: Any = text
     if text.lstrip().startswith(("[", "{")):
         with contextlib.suppress(json.JSONDecodeError):  # then it is a file's name
@@ -204,10 +217,26 @@ def _file_text(text: str, vtype: ValueType) -> Any:
 
 
 class _Files:
-    """Paths given for file inputs, checked and held as local files until stored."""
+    """Paths given for file inputs, checked and held as local files until stored; and
+    for directory inputs, checked and named with this machine."""
 
     def __init__(self, base: Path, max_bytes: int, allowed: bool) -> None:
         self.base, self.max_bytes, self.allowed = base.absolute(), max_bytes, allowed
+
+    def all_local(self, manifest: Manifest, data: Mapping[str, Any], base: Path, shown: str,
+                  max_bytes: int, problems: list[Problem]) -> dict[str, Any]:
+        given: dict[str, Any] = {}
+        for key, value in data.items():
+            too_big = size_problem(value_bytes(value), max_bytes)
+            if too_big:
+                problems.append(Problem(shown, key, too_big))
+                continue
+            spec = manifest.input(key)
+            if spec is not None and spec.value_type.base in PATH_BASES:
+                value = self.local(value, spec.value_type, base, Problem(shown, key, ""),
+                                   problems)
+            given[key] = value
+        return given
 
     def local(self, value: Any, vtype: ValueType, base: Path, where: Problem,
               problems: list[Problem]) -> Any:
@@ -218,11 +247,13 @@ class _Files:
         if not isinstance(value, str):
             return value
         if not self.allowed:
-            problems.append(_at(where, "a file input takes a stored file here, not a path "
-                                "on this machine; give the file with `skillq run --input "
+            what = "a stored file" if vtype.base == "file" else "no folder"
+            problems.append(_at(where, f"a {vtype.base} input takes {what} here, not a path "
+                                f"on this machine; give it with `skillq run --input "
                                 f"{where.field}=PATH`"))
             return value
-        found = _local_file(value, base, self.max_bytes)
+        found = _local_dir(value, base) if vtype.base == "directory" \
+            else _local_file(value, base, self.max_bytes)
         if isinstance(found, str):
             problems.append(_at(where, found))
             return value
@@ -254,6 +285,26 @@ def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
     if too_big := _file_too_big(st.st_size, max_bytes):
         return f"file '{text}' {too_big}"
     return {LOCAL_KEY: str(path), "name": path.name, "size": st.st_size}
+
+
+def _local_dir(text: str, base: Path) -> dict[str, Any] | str:
+    """The folder ``text`` names (relative to ``base``) on this machine, or why not."""
+    if not text.strip():
+        return "is empty: give the path of a folder"
+    path = Path(os.path.normpath(base / Path(text).expanduser()))
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"folder '{text}' does not exist (looked for {path})"
+    except OSError as exc:
+        return f"folder '{text}' cannot be read ({path}): {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"'{text}' is not a folder ({path}); give a folder"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return f"folder '{text}' cannot be read ({path}): permission denied"
+    # Its real path: the sandbox mounts it there, and a link on the way could point
+    # elsewhere by the time the step starts.
+    return dir_value(str(path.resolve()), device_id(get_settings()), host_name())
 
 
 def _file_too_big(size: int, max_bytes: int) -> str | None:

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
                                    "recent average work each; 0 = one item per message")
     daemon: str | None = Field(default=None, description="this machine's daemon name in "
                                "announcements and per-daemon queues; unset = the host name")
+    device_id: str | None = Field(default=None, max_length=128, description="this "
+                                  "machine's identity: a step given a folder (a directory "
+                                  "input) runs on a daemon of the machine with this id; "
+                                  "unset = /etc/machine-id, else the host name")
     role: Literal["agent", "daily-driver"] = Field(default="agent", description="routing "
                                                    "prefers agent daemons over daily drivers")
     software: str = Field(default="", description="comma-separated programs to look for on "

@@ -1,10 +1,16 @@
 """The value types a skill's inputs and outputs declare: string, number, integer,
-boolean, object, file, and arrays of any of them written ``T[]``.
+boolean, object, file, directory, and arrays of any of them written ``T[]``.
 
 A ``file`` value is a reference to bytes in the shared store (shared/store.py):
 ``{"$ref": "sha256:<hex>", "name": "data.csv", "size": 123}``. The command line turns a
 path into one (shared/inputs.py); a script step sees a local path instead
-(workers/file_inputs.py)."""
+(workers/file_inputs.py).
+
+A ``directory`` value is a folder on one machine, left where it is:
+``{"$dir": "/abs/path", "device": "<machine id>", "host": "laptop"}``. The command line
+turns a path into one (shared/inputs.py); the step runs on a daemon of that machine
+(lifecycle/routing.py) and sees the folder read-only at the same path, as a plain path
+(workers/folder_inputs.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +21,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-BASE_TYPES = ("string", "number", "integer", "boolean", "object", "file")
+BASE_TYPES = ("string", "number", "integer", "boolean", "object", "file", "directory")
 TYPE_HELP = ("use string, number, integer, boolean, object, or an array such as string[]; "
-             "or file (given by its path, sent to the step through the shared store)")
+             "or file (given by its path, sent to the step through the shared store); or "
+             "directory (a folder given by its path, read where it is)")
+PATH_BASES = frozenset({"file", "directory"})  # given by a path on the command line
 FILE_REF_KEY = "$ref"  # shared/store.py's REF_KEY (this module stays free of the database)
 _FILE_KEYS = frozenset({FILE_REF_KEY, "name", "size"})
 LOCAL_KEY = "$local"  # an absolute path on the machine that starts the run
 _LOCAL_KEYS = frozenset({LOCAL_KEY, "name", "size"})
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+DIR_KEY = "$dir"
+_DIR_KEYS = frozenset({DIR_KEY, "device", "host"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +92,15 @@ def type_error(value: Any, vtype: ValueType, *, local_files: bool = False) -> st
         "boolean": isinstance(value, bool),
         "object": isinstance(value, dict),
         "file": is_file_value(value) or (local_files and is_local_file(value)),
+        "directory": is_dir_value(value),
     }[vtype.base]
     if ok:
         return None
     if vtype.base == "file":
         return (f"expected a file (give its path on the command line, or a stored file "
                 f'{{"$ref": "sha256:..."}}), got {_describe(value)}')
+    if vtype.base == "directory":
+        return f"expected a folder (give its path on the command line), got {_describe(value)}"
     return f"expected {vtype}, got {_describe(value)}"
 
 
@@ -105,6 +118,29 @@ def file_value(key: str, name: str, size: int) -> dict[str, Any]:
     return {FILE_REF_KEY: key, "name": name, "size": size}
 
 
+def is_dir_value(value: Any) -> bool:
+    """Whether ``value`` is a folder on a machine: its absolute path, the machine's id
+    and its host name (for messages)."""
+    return isinstance(value, dict) and set(value) == _DIR_KEYS \
+        and all(isinstance(value[k], str) and value[k] for k in _DIR_KEYS) \
+        and value[DIR_KEY].startswith("/")
+
+
+def dir_value(path: str, device: str, host: str) -> dict[str, Any]:
+    return {DIR_KEY: path, "device": device, "host": host}
+
+
+def dir_values(value: Any) -> list[dict[str, Any]]:
+    """Every folder in ``value``, however deep in lists and objects."""
+    if is_dir_value(value):
+        return [value]
+    if isinstance(value, list):
+        return [d for v in value for d in dir_values(v)]
+    if isinstance(value, dict):
+        return [d for v in value.values() for d in dir_values(v)]
+    return []
+
+
 def is_local_file(value: Any) -> bool:
     """A file on the machine that starts a run, until shared/inputs.py stores it."""
     return isinstance(value, dict) and set(value) == _LOCAL_KEYS \
@@ -113,7 +149,7 @@ def is_local_file(value: Any) -> bool:
 
 
 def path_type(vtype: ValueType) -> ValueType:
-    """What the command line gives for a file type: a path, or a list of them."""
+    """What the command line gives for a file or directory type: a path, or a list."""
     return ValueType("string", vtype.depth)
 
 
@@ -142,8 +178,9 @@ def from_text(text: str, vtype: ValueType) -> Any:
         raise ValueError(f"expected a JSON object such as '{{\"key\": \"value\"}}', got {text!r}")
     if vtype.base == "string":
         return text
-    if vtype.base == "file":  # a path: read by shared/inputs.py, relative to its caller
-        raise ValueError("a file input is given by its path (shared/inputs.py reads it)")
+    if vtype.base in PATH_BASES:  # a path: read by shared/inputs.py, relative to its caller
+        raise ValueError(f"a {vtype.base} input is given by its path (shared/inputs.py "
+                         "reads it)")
     if vtype.base == "boolean":
         low = text.strip().lower()
         if low in _TRUE or low in _FALSE:

@@ -37,6 +37,7 @@ from shared.db.migrate import upgrade
 from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
 from shared.errors import DaemonKeyError
+from shared.machine import device_id
 from shared.settings import Settings
 from shared.vault import open_vault
 from workers.agent.models import provider_env, providers_held
@@ -63,15 +64,6 @@ class Capabilities:
 
 def daemon_name(settings: Settings) -> str:
     return settings.daemon or socket.gethostname()
-
-
-def _device_id() -> str:
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
-            return Path(path).read_text().strip() or socket.gethostname()
-        except OSError:
-            continue
-    return socket.gethostname()
 
 
 def _platform() -> str:
@@ -113,7 +105,7 @@ def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
             skills[skill.name] = skill.manifest.version
             wanted.update(skill.manifest.requires.software)
     software = {name: shutil.which(name) for name in sorted(wanted)}
-    return Capabilities(daemon=daemon_name(settings), device_id=_device_id(),
+    return Capabilities(daemon=daemon_name(settings), device_id=device_id(settings),
                         platform=_platform(), role=settings.role,
                         capabilities=detect_capabilities(settings), software=software,
                         skills=skills,

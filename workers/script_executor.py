@@ -26,7 +26,9 @@ from typing import Any
 from shared.atomic import TEMP_PATTERN
 from shared.manifest import Manifest
 from shared.valuetypes import path_type, type_error
+from workers import interpreters
 from workers.file_inputs import FileProblem, FileStore, materialize, store_outputs, uses_files
+from workers.folder_inputs import FolderProblem, as_paths, folders, git_trust
 from workers.sandbox import Sandbox
 from workers.sandbox.limits import Breaches, StepLimits, limit_reached
 from workers.sandbox.runner import Started
@@ -117,24 +119,29 @@ def run_script(folder: Path, manifest: Manifest, inputs: dict[str, Any], *,
         protocol = {"SKILL_INPUTS": str(in_path), "SKILL_OUTPUT": str(out_path)}
         if workdir is not None:
             protocol["SKILLQ_WORKDIR"] = str(workdir.absolute())
-        env = _environment(manifest, secrets, extra_env, scratch) | protocol
+        given_folders = folders(manifest, inputs)
+        env = _environment(manifest, secrets, extra_env, scratch) | protocol \
+            | git_trust(given_folders)
+        env["PATH"] = interpreters.first_on_path(scratch, env["PATH"])
         # Symlinks are copied as their targets: nothing in the copy leads back to the vault.
         shutil.copytree(folder, cwd, ignore_dangling_symlinks=True, ignore=_NOT_COPIED)
         _make_writable(cwd)  # the copy is the script's to change, even from a 0444 vault
-        if with_files:
-            assert files is not None
-            try:  # the script reads local paths; the record keeps the stored files
-                payload = json.dumps(materialize(manifest, inputs, scratch, files),
-                                     ensure_ascii=False, allow_nan=False).encode()
-            except FileProblem as exc:
-                return ScriptResult(ScriptStatus.FAILED, None, None, str(exc), "", "", 0, 0)
+        try:  # the script reads local paths; the record keeps the stored files
+            seen = as_paths(manifest, inputs)
+            if with_files:
+                assert files is not None
+                seen = materialize(manifest, seen, scratch, files)
+        except (FileProblem, FolderProblem) as exc:
+            return ScriptResult(ScriptStatus.FAILED, None, None, str(exc), "", "", 0, 0)
+        payload = json.dumps(seen, ensure_ascii=False, allow_nan=False).encode()
         in_path.write_bytes(payload)
         if sandbox is None:
             done = _execute(manifest, cwd, env, payload, out_path, timeout_s, max_output_bytes)
         else:
             sandbox.prepare(scratch)
             where = _Where(sandbox, StepLimits.resolve(manifest.limits, sandbox.settings),
-                           protocol.get("SKILLQ_WORKDIR"), str(folder.absolute().parent))
+                           protocol.get("SKILLQ_WORKDIR"), str(folder.absolute().parent),
+                           tuple(given_folders))
             with sandbox.lock:
                 try:
                     done = _execute(manifest, cwd, env, payload, out_path, timeout_s,
@@ -184,6 +191,7 @@ class _Where:
     limits: StepLimits
     workdir: str | None
     vault: str  # the skill folder's parent: its peers are hidden from it
+    folders: tuple[str, ...]  # given as directory inputs: shown to it read-only
 
 
 def _make_writable(root: Path) -> None:
@@ -216,7 +224,8 @@ def _execute(manifest: Manifest, cwd: Path, env: dict[str, str], payload: bytes,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True)
         else:
-            proc = where.sandbox.start(argv, cwd, env, where.limits, where.workdir, where.vault)
+            proc = where.sandbox.start(argv, cwd, env, where.limits, where.workdir, where.vault,
+                                       where.folders)
     except (OSError, ValueError) as exc:
         return result(ScriptStatus.FAILED, None, f"cannot start {manifest.run.command!r}: {exc}")
     timed_out = _pump(proc, payload, timeout_s, out, err)

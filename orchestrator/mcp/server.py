@@ -65,11 +65,14 @@ class Server:
                   timeout_s: float) -> dict[str, Any]:
         from orchestrator.cli.run_cmds import result_json
         from orchestrator.launch import start_run, wait_run
+        from shared.inputs import local_paths
 
         library = self.library()
         skill = library.get(name)
         conn = self.connection()
-        run_id = start_run(conn, library.vault, skill, inputs or {}, source="production",
+        # This server runs on the client's machine: a folder or file input is a path on it.
+        given = local_paths(skill.manifest, inputs or {}, Path.cwd())
+        run_id = start_run(conn, library.vault, skill, given, source="production",
                            triggered_by="mcp", workdir=str(Path.cwd()), waiting=True)
         try:
             final = wait_run(conn, run_id, timeout_s=timeout_s, on_outage=lambda _: None)

@@ -601,9 +601,10 @@ def test_git_digest_example_runs_end_to_end(stack: Stack, run_skill: RunSkill,
     assert {s: bench_runs(vault_path, s) for s in GIT_DIGEST_SKILLS} == \
         {skill: [] for skill in GIT_DIGEST_SKILLS}
     out_dir = tmp_path / "digest"
-    missing = tmp_path / "not-a-repo"
+    not_a_repo = tmp_path / "not-a-repo"  # its item fails and is skipped
+    not_a_repo.mkdir()
     result = run_skill("git-digest", vault_path, "--json",
-                       inputs={"repos": [str(git_repo), str(missing)],
+                       inputs={"repos": [str(git_repo), str(not_a_repo)],
                                "output_dir": str(out_dir), "title": "Weekly"})
     assert result.code == 0, result
     out = result.json()
@@ -620,7 +621,7 @@ def test_git_digest_example_runs_end_to_end(stack: Stack, run_skill: RunSkill,
     commits = by_item(stack.steps(run.id, "commits"))
     assert [r.state for r in commits[0]] == ["succeeded"]
     assert [r.state for r in commits[1]] == ["skipped"]  # the missing path, on_failure: skip
-    assert "does not exist" in (commits[1][0].error or "")
+    assert "not a git repository" in (commits[1][0].error or "")
     for step in ("stats", "chart", "report"):
         assert [r.state for r in stack.steps(run.id, step)] == ["succeeded"], step
 

@@ -25,7 +25,8 @@ def daemon(name: str, providers: Iterable[str] = (), default: str | None = None,
            others: tuple[WorkerModels, ...] = ()) -> OnlineDaemon:
     served = frozenset({*queues, *(f"{q}@{name}" for q in queues)})
     worker = WorkerModels(served, frozenset(providers), default)
-    return OnlineDaemon(name, role, served | {q for w in others for q in w.queues},
+    return OnlineDaemon(name, role, "this-machine",
+                        served | {q for w in others for q in w.queues},
                         frozenset(), frozenset(), frozenset(), (worker, *others))
 
 

@@ -265,7 +265,8 @@ def test_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                         "PYTHONDONTWRITEBYTECODE"}
     assert env["API_TOKEN"] == "s3cret"
     assert "nope" not in env.values() and "fake-aws-secret" not in env.values()
-    assert env["PATH"] == os.environ["PATH"]
+    # the worker's PATH, behind the folder of the worker's `python` and `python3`
+    assert env["PATH"] == f"{cwd.parent / 'bin'}:{os.environ['PATH']}"
     assert env["LANG"] == "C.UTF-8"
     assert env["SKILLQ_WORKDIR"] == str(workdir)
     assert Path(env["HOME"]) == cwd.parent != folder.parent
@@ -414,3 +415,20 @@ def test_a_rewrite_in_flight_beside_the_skill_is_not_copied(tmp_path: Path) -> N
     fd, tmp = atomic._create_beside(folder / "benchmarks.json", None)  # what the writer names
     os.close(fd)
     assert fnmatch.fnmatch(tmp.name, atomic.TEMP_PATTERN)
+
+
+def test_python_and_python3_are_the_workers_interpreter(tmp_path: Path) -> None:
+    """A skill that says `python script.py` runs where Debian has no `python`: both names
+    are this worker's interpreter; an interpreter named by its path is left alone."""
+    for n, command in enumerate(("python main.py", "python3 main.py",
+                                 f"{sys.executable} main.py")):
+        (tmp_path / str(n)).mkdir()
+        folder, manifest = make_skill(tmp_path / str(n), """
+            emit({"exe": sys.executable, "prefix": sys.prefix})
+        """, {"exe": "string", "prefix": "string"})
+        assert manifest.run is not None
+        manifest = manifest.model_copy(
+            update={"run": manifest.run.model_copy(update={"command": command})})
+        result = run(folder, manifest)
+        assert result.status == "success", result.error
+        assert result.outputs == {"exe": sys.executable, "prefix": sys.prefix}

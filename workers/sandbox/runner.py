@@ -119,7 +119,8 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 self.cgroup = cgroups.Cgroup(f"p{os.getpid()}")
         self.lock = threading.Lock()  # a launcher runs one command at a time
-        self.launchers: dict[tuple[bool, str | None, str | None, str], Zygote] = {}
+        self.launchers: dict[tuple[bool, str | None, str | None, tuple[str, ...], str],
+                             Zygote] = {}
         self.slot = slot_dir()
         self.slot.parent.mkdir(mode=0o711, exist_ok=True)
         self.slot.parent.chmod(0o711)  # the account may pass through, never list
@@ -151,11 +152,12 @@ class Sandbox:
                 found.append(path.resolve())
         return found
 
-    def _layout(self, workdir: str | None, vault: str | None) -> list[str]:
+    def _layout(self, workdir: str | None, vault: str | None,
+                folders: tuple[str, ...] = ()) -> list[str]:
         """Mounts over the read-only root, in order (a later one wins inside an earlier):
         the worker's home under an empty tmpfs with the installation put back; the run's
-        working directory read-only; SKILLQ_STEP_BINDS read-write; then SKILLQ_HOME and
-        the vaults under empty tmpfs, wherever they lie."""
+        working directory and the folders the step was given read-only; SKILLQ_STEP_BINDS
+        read-write; then SKILLQ_HOME and the vaults under empty tmpfs, wherever they lie."""
         kept, argv = self._kept(), []
         homes = {Path.home().resolve()} if Path.home().resolve() != Path("/") else set()
         for home in homes:
@@ -169,8 +171,8 @@ class Sandbox:
         for k in kept:  # a checkout under /tmp (a CI clone): the sandbox's /tmp is its own
             if _contains(Path("/tmp"), k) and not any(_contains(h, k) for h in homes):  # noqa: S108
                 argv += [*_way_down(k), "--ro-bind", str(k), str(k)]
-        if workdir:
-            argv += [*_way_down(Path(workdir)), "--ro-bind", workdir, workdir]
+        for shown in (workdir, *folders) if workdir else folders:
+            argv += [*_way_down(Path(shown)), "--ro-bind", shown, shown]
         for path in self._binds():
             argv += [*_way_down(path), "--bind", str(path), str(path)]
         hidden = [self.settings.home.expanduser(), self.settings.vault]
@@ -187,7 +189,8 @@ class Sandbox:
                 argv += ["--tmpfs", str(path)]
         return argv
 
-    def _bwrap_argv(self, network: bool, workdir: str | None, vault: str | None) -> list[str]:
+    def _bwrap_argv(self, network: bool, workdir: str | None, vault: str | None,
+                    folders: tuple[str, ...] = ()) -> list[str]:
         exe = _bwrap()
         assert exe is not None
         # As root, bubblewrap mounts with root's rights and setpriv then drops to the
@@ -200,7 +203,7 @@ class Sandbox:
                 "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108
         if not network:
             argv.append("--unshare-net")
-        argv += self._layout(workdir, vault)
+        argv += self._layout(workdir, vault, folders)
         argv += [*_way_down(self.slot.parent), "--perms", "0711", "--dir", str(self.slot.parent),
                  "--bind", str(self.slot), str(self.slot),
                  "--ro-bind-try", X11_SOCKETS, X11_SOCKETS, "--"]
@@ -211,8 +214,8 @@ class Sandbox:
         return argv
 
     def _launcher(self, network: bool, workdir: str | None, vault: str | None,
-                  rlimits: dict[str, tuple[int, int]]) -> Zygote:
-        key = (network, workdir, vault, json.dumps(rlimits, sort_keys=True))
+                  folders: tuple[str, ...], rlimits: dict[str, tuple[int, int]]) -> Zygote:
+        key = (network, workdir, vault, folders, json.dumps(rlimits, sort_keys=True))
         found = self.launchers.get(key)
         if found is not None and found.alive() and not found.worn:
             return found
@@ -222,7 +225,7 @@ class Sandbox:
             self.launchers.pop(next(iter(self.launchers))).close()
         if self.cgroup is not None:  # room for this process while it starts bubblewrap
             self.cgroup.lift_limits()
-        launcher = self._started(self._bwrap_argv(network, workdir, vault), rlimits)
+        launcher = self._started(self._bwrap_argv(network, workdir, vault, folders), rlimits)
         if self.cgroup is not None:  # a step's memory flood kills the step, not this
             for pid in launcher.outer_pids():
                 with contextlib.suppress(OSError):
@@ -254,29 +257,22 @@ class Sandbox:
         with contextlib.suppress(OSError):
             os.lchown(scratch, uid, gid)
 
-    def env_for(self, env: dict[str, str], workdir: str | None) -> dict[str, str]:
-        if self.account is not None and "GIT_CONFIG_COUNT" not in env:
-            # The repositories a run reads belong to the worker's user, not the step's
-            # account, and git refuses those; the sandbox shows the step only what the
-            # run was given, so that ownership check protects nothing here.
-            env = env | {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-                         "GIT_CONFIG_VALUE_0": "*"}
-        return env
-
     def start(self, argv: list[str], cwd: Path, env: dict[str, str], limits: StepLimits,
-              workdir: str | None, vault: str | None) -> Started | subprocess.Popen[bytes]:
+              workdir: str | None, vault: str | None, folders: tuple[str, ...] = ()
+              ) -> Started | subprocess.Popen[bytes]:
         """Start argv as a step; OSError (and ValueError) when it cannot start (from
         ``wait`` when the launcher could not start it: a missing program, say).
-        ``vault``: the folder of skills the step's own skill came from (hidden from it)."""
+        ``vault``: the folder of skills the step's own skill came from (hidden from it);
+        ``folders``: those it was given (directory inputs), shown read-only."""
         if not self.namespaces:
             return self._start_plain(argv, cwd, env, limits)
         # RLIMIT_NPROC would count the worker's own processes too: cgroups or nothing.
         rlimits = limits.rlimits(memory=self.cgroup is None, processes=False)
-        launcher = self._launcher(limits.network, workdir, vault, rlimits)  # then limits
+        launcher = self._launcher(limits.network, workdir, vault, folders, rlimits)
         if self.cgroup is not None:
             self.cgroup.set_limits(limits.memory_mb, limits.processes)
         before = self.cgroup.counters() if self.cgroup else (0, 0)
-        stdin, stdout, stderr = launcher.spawn(argv, str(cwd), self.env_for(env, workdir))
+        stdin, stdout, stderr = launcher.spawn(argv, str(cwd), env)
         return Started(stdin, stdout, stderr, launcher, before)
 
     def _start_plain(self, argv: list[str], cwd: Path, env: dict[str, str],

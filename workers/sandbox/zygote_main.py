@@ -53,7 +53,10 @@ def _spawn(request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
     try:
         os.chdir(request["cwd"])
-        pid = os.posix_spawnp(request["argv"][0], request["argv"], request["env"],
+        program = request["argv"][0]
+        if "/" not in program:  # found on the step's PATH (posix_spawnp would use ours)
+            program = shutil.which(program, path=request["env"].get("PATH", "")) or program
+        pid = os.posix_spawn(program, request["argv"], request["env"],
                               file_actions=actions, setsid=True,
                               setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD))
     except OSError as exc:
