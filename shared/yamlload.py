@@ -4,6 +4,12 @@ PyYAML resolves scalars by YAML 1.1 (``no`` is false, ``2024-01-01`` a date, ``0
 and ``1:30`` numbers), which silently changes what users wrote. Skill files are read
 with the YAML 1.2 core schema instead: only true/false are booleans, only null/~/empty
 is null, only plain decimal digits are numbers; everything else stays the text written.
+
+What one file may cost to read is bounded, so a hostile or broken skill cannot stall every
+command that scans its vault: anchors and aliases are refused (a few lines of nested
+aliases expand to billions of nodes), and so are documents over MAX_YAML_BYTES or nested
+deeper than MAX_YAML_DEPTH. Each is a YamlProblem, which the vault reports against that
+one skill while it loads the others.
 """
 
 from __future__ import annotations
@@ -25,6 +31,15 @@ _STD_TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(_STD_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
 _COLLECTION_TAGS = frozenset((_STD_TAG + "map", _STD_TAG + "seq"))
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# The largest frontmatter in examples/ and the built-in skills is under 3 KB and the Agent
+# Skills corpus's longest (a 20,000-character license) 20 KB. 128 KiB leaves skill.yaml room
+# for long inline prompts, yet the costliest document that size (a flow list of 65,000
+# one-digit items) still loads in about half a second.
+MAX_YAML_BYTES = 128 * 1024
+# The deepest skill in this repository nests 5 levels; 64 is far past any honest schema
+# and well inside Python's recursion limit, which the builder's recursion relies on.
+MAX_YAML_DEPTH = 64
 
 
 class YamlProblem(Exception):
@@ -57,7 +72,14 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
     (and, for a mapping value, each of its scalars): Agent Skills fields are strings
     by specification, so ``description: yes`` means the word yes.
     """
+    size = len(text.encode("utf-8"))
+    if size > MAX_YAML_BYTES:
+        raise YamlProblem(f"the YAML is {size:,} bytes, more than the {MAX_YAML_BYTES:,} "
+                          f"({MAX_YAML_BYTES // 1024} KiB) skillq reads; shorten it: long text "
+                          "belongs in the Markdown body or a file in the skill folder",
+                          first_line)
     try:
+        _refuse_anchors(text, first_line)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         # The problem mark is where the parser gave up; the context (an unclosed '[' on an
@@ -70,6 +92,9 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
         raise YamlProblem(f"invalid YAML: {exc.problem or exc}{context}", line) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(f"invalid YAML: {exc}") from None
+    except RecursionError:
+        # Only the pure-Python composer recurses per level; libyaml stops at 1000 itself.
+        raise YamlProblem(_too_deep(), first_line) from None
     if node is None:
         return Parsed({})
     if not isinstance(node, yaml.MappingNode):
@@ -81,6 +106,32 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
         raw = key in raw_text_keys
         parsed.data[key] = builder.build(value, (key,), raw=raw)
     return parsed
+
+
+def _refuse_anchors(text: str, first_line: int) -> None:
+    """YamlProblem at the first anchor or alias: skill fields are written out in full.
+
+    Refused rather than capped: expanding them is what made a 400-byte file take minutes
+    and gigabytes, and a frontmatter has no repetition worth the indirection.
+    """
+    # Only '&' starts an anchor and only '*' an alias, so nearly every skill file skips
+    # this second parse.
+    if "&" not in text and "*" not in text:
+        return
+    for event in yaml.parse(text, Loader=_Loader):
+        if not isinstance(event, yaml.NodeEvent) or event.anchor is None:
+            continue
+        used = ("the alias '*" if isinstance(event, yaml.AliasEvent) else "the anchor '&") \
+            + f"{event.anchor}'"
+        mark = event.start_mark
+        raise YamlProblem(f"YAML anchors and aliases (&name / *name) are not allowed in skill "
+                          f"files, and {used} is one; write the value out in full at each "
+                          "place it is used", mark.line + first_line if mark else None)
+
+
+def _too_deep() -> str:
+    return (f"the YAML is nested more than {MAX_YAML_DEPTH} levels deep; flatten it "
+            "(skill fields need a few levels at most)")
 
 
 def _kind(node: yaml.Node) -> str:
@@ -107,10 +158,13 @@ class _Builder:
             yield key, value
 
     def build(self, node: yaml.Node, loc: Loc, *, raw: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and \
-                node.tag not in _COLLECTION_TAGS:
-            raise YamlProblem(f"YAML tag '{node.tag}' is not supported: remove it",
-                              node.start_mark.line + self.first)
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            if node.tag not in _COLLECTION_TAGS:
+                raise YamlProblem(f"YAML tag '{node.tag}' is not supported: remove it",
+                                  node.start_mark.line + self.first)
+            # loc has one part per collection above this one, the top mapping included.
+            if len(loc) >= MAX_YAML_DEPTH:
+                raise YamlProblem(_too_deep(), node.start_mark.line + self.first)
         if isinstance(node, yaml.MappingNode):
             return {k: self.build(v, (*loc, k), raw=raw) for k, v in self.pairs(node, loc)}
         if isinstance(node, yaml.SequenceNode):
