@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from sqlalchemy import func, or_, select
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
@@ -23,6 +24,8 @@ from shared import ask_stream
 from shared.agent_prompt.ask import AskPrompt, ask_prompt
 from shared.builtin import ASK, builtin_skill
 from shared.db import libpq
+from shared.db.agent_models import AgentTurn
+from shared.db.models import StepRun
 from shared.db.session import transaction
 from shared.errors import InputError, NoWorker
 from shared.library_tokens import LibraryState, library_states, token_entries
@@ -94,8 +97,27 @@ def start_ask(conn: Connection, vault: Vault, text: str, *, model: str | None = 
 
 
 def usage_of(conn: Connection, run_id: str) -> Usage:
+    """What the ask used, as `skillq run-show` reads it: the charged step items of its
+    tree, and for an item of its own that no attempt was charged for (its worker died
+    mid-step) the turns recorded for it, which were paid for all the same."""
     with transaction(conn.endpoints.database_url) as session:
-        return run_usage(session, [run_id]).get(run_id, Usage())
+        found = run_usage(session, [run_id]).get(run_id, Usage())
+        charged = set(session.execute(
+            select(StepRun.step_id, StepRun.item_index).where(
+                StepRun.run_id == run_id,
+                or_(StepRun.tokens_in > 0, StepRun.tokens_out > 0, StepRun.cost_usd > 0))
+        ).tuples())
+        turns = session.execute(
+            select(AgentTurn.step_id, AgentTurn.item_index, func.sum(AgentTurn.tokens_in),
+                   func.sum(AgentTurn.tokens_out), func.sum(AgentTurn.cost_usd))
+            .where(AgentTurn.run_id == run_id)
+            .group_by(AgentTurn.step_id, AgentTurn.item_index)).tuples()
+        for step_id, item, t_in, t_out, cost in turns:
+            if (step_id, item) not in charged:
+                found = Usage(found.cost_usd + float(cost or 0),
+                              found.tokens_in + int(t_in or 0),
+                              found.tokens_out + int(t_out or 0))
+        return found
 
 
 class AnswerStream:

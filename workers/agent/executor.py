@@ -11,6 +11,7 @@ caps the requests, ``budget_usd`` the spend of the step item's turns, and the st
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,8 +42,15 @@ from workers.agent.models import credentials, effective_model, use_stored_creden
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.replay import RecordedModel, Turn
 from workers.agent.resource_tool import ResourceTool
+from workers.agent.tool_args import BadArguments, ToolArguments
+
+log = logging.getLogger(__name__)
 
 OUTPUT_RETRIES = 1  # an invalid structured answer is asked for once more, then it fails
+# A tool call that did not fit (its arguments, an unknown tool) goes back to the model with
+# what was wrong; small models may take a few tries. A good call to the tool starts its
+# count again; one more misfit than this without one fails the step.
+TOOL_RETRIES = 3
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
@@ -226,9 +234,11 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         tools.append(ResourceTool(readable).tool())
         tools.extend(extra_tools)
     answer_type = str if text_output else output_type(m)
+    # ToolArguments: every tool's arguments are checked against its schema, whoever built it
     agent: Agent[None, Any] = Agent(model, output_type=[answer_type, DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
-                                    retries={"output": OUTPUT_RETRIES})
+                                    capabilities=[ToolArguments()],
+                                    retries={"output": OUTPUT_RETRIES, "tools": TOOL_RETRIES})
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
     limits = UsageLimits(request_limit=m.max_turns) if m.max_turns else None
     try:
@@ -251,12 +261,22 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     except TimeoutError:
         outcome.error, outcome.error_kind = f"timed out after {timeout_s:g} s", "timeout"
     except UnexpectedModelBehavior as exc:
-        outcome.error = f"the model's answer did not fit the declared outputs: {exc}"
-        outcome.error_kind = "bad_output"
+        if isinstance(exc.__cause__, BadArguments):
+            outcome.error = (f"the model called {exc.__cause__.tool} with arguments that "
+                             f"did not fit {TOOL_RETRIES + 1} times without a good call "
+                             f"between; the last: {'; '.join(exc.__cause__.problems)}")
+            outcome.error_kind = "bad_tool_call"
+        else:
+            outcome.error = f"the model's answer did not fit the declared outputs: {exc}"
+            outcome.error_kind = "bad_output"
     except ModelHTTPError as exc:
         outcome.error = f"model {ref}: HTTP {exc.status_code}: {str(exc.body)[:300]}"
         outcome.error_kind = "model_http"
         outcome.transient = exc.status_code in TRANSIENT_STATUS
+    except Exception as exc:  # a bug still charges the turns it paid for (run-show, ask)
+        log.exception("agent step %s failed", row_id)
+        outcome.error = f"internal error: {type(exc).__name__}: {exc}"
+        outcome.error_kind = "internal"
     outcome.turns_sent, outcome.turns_replayed = model.sent, model.replayed
     # The step item's own turns, however many attempts paid for them: only the final
     # attempt's row counts toward the skill's totals.
