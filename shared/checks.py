@@ -70,6 +70,10 @@ def _check_shape(skill: Skill) -> Iterator[Problem]:
                 yield skill.problem(("outputs", i, "type"), f"an agent step cannot return a "
                                     f"file ('{out.name}'); return its text as a string, or "
                                     "write the file from a script step")
+    if m.cache.enabled and any(i.value_type.base == "directory" for i in m.inputs):
+        yield skill.problem(("cache", "enabled"), "a skill given a folder must not cache: "
+                            "its result depends on what the folder holds, which changes "
+                            "under the same path; remove cache or set enabled: false")
     for i, out in enumerate(m.outputs):
         if out.value_type.base == "directory":
             yield skill.problem(("outputs", i, "type"), f"a skill cannot return a folder "

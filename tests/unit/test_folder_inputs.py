@@ -122,7 +122,7 @@ def test_a_plain_string_is_not_a_folder_on_record(manifest: Manifest) -> None:
         resolve_inputs(manifest, {"repo": "/srv/repo"})
 
 
-def test_a_skill_cannot_return_a_folder_nor_default_one(tmp_path: Path) -> None:
+def test_a_skill_cannot_return_a_folder_default_one_or_cache_over_one(tmp_path: Path) -> None:
     folder = tmp_path / "vault" / "bad-folders"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text(textwrap.dedent("""\
@@ -138,6 +138,8 @@ def test_a_skill_cannot_return_a_folder_nor_default_one(tmp_path: Path) -> None:
             type: directory
         run:
           command: python3 main.py
+        cache:
+          enabled: true
         ---
         Body.
         """))
@@ -150,6 +152,7 @@ def test_a_skill_cannot_return_a_folder_nor_default_one(tmp_path: Path) -> None:
     assert "outputs[0].type" in said or "outputs.0.type" in said, said
     assert "cannot return a folder" in said
     assert "default does not fit type" in said and "expected a folder" in said
+    assert "given a folder must not cache" in said
     assert "Traceback" not in said
 
 
