@@ -59,7 +59,8 @@ def _leaf_window() -> Any:
     final = StepRun.state.in_([s.value for s in _FINAL_STEPS])
     # The window's columns only: an attempt's outputs and output tails stay unread.
     return (select(*_WINDOW_COLUMNS, PipelineRun.skill.label("parent"),
-                   PipelineRun.triggered_by.label("by"))
+                   PipelineRun.triggered_by.label("by"),
+                   PipelineRun.parent_step_run_id.label("called_from"))
             .join(PipelineRun, PipelineRun.id == StepRun.run_id)
             # finished_at IS NOT NULL: the index's backward scan starts at the newest
             # finished row instead of wading through a wide fan-out's pending ones (NULLs
@@ -75,6 +76,17 @@ def _leaf_window() -> Any:
 _LEAF_WINDOW = _leaf_window()  # built once: every settled step refreshes its window
 
 
+def _leaf_trigger(row: Any, skill: str) -> str | None:
+    """The skill that started a leaf attempt, None when a person or a schedule did."""
+    parent: str = row.parent
+    if parent != skill:
+        return parent  # a step of an orchestrator's run
+    # Its own run, started by another skill's step (an agent's execute_skill): that run
+    # names the calling skill in triggered_by, as PostgreSQL records it.
+    by: str | None = row.by
+    return by if row.called_from is not None else None
+
+
 def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows = session.execute(_LEAF_WINDOW, {"skill": skill}).all()
     # A case's id only on the skill's own run (a step of a tested orchestrator is not
@@ -86,7 +98,7 @@ def _leaf_runs(session: Session, skill: str) -> tuple[list[dict[str, Any]], dict
              "tokens": {"input": r.tokens_in, "output": r.tokens_out},
              "success": r.state == StepState.SUCCEEDED, "error": r.error,
              **_cancelled(r.state),
-             "triggered_by": r.parent if r.parent != skill else None,
+             "triggered_by": _leaf_trigger(r, skill),
              "input_hash": r.input_hash, "version": r.version, "cache_hit": r.cache_hit}
             for r in reversed(rows)]
     return runs, _aggregates(skill_stats.read(session, skill, skill_stats.STEP))

@@ -7,7 +7,6 @@ database come from SKILLQ_BROKER_URL / SKILLQ_DATABASE_URL (the local stack sets
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import socket
 import sys
@@ -67,8 +66,6 @@ def main(argv: list[str] | None = None) -> None:
                           "set it to your Redis URL")
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     isolation = sandboxes.check(settings)  # SandboxError (exit 2) before taking any work
-    level = logging.INFO if isolation.startswith("bubblewrap") else logging.WARNING
-    logging.getLogger("skillq.sandbox").log(level, "steps run in: %s", isolation)
     # The key its messages are signed with: unusable (readable by others) = exit 2 now,
     # not a refused message later. Enrolled at the first announcement (workers/announce.py).
     daemon_key.load_or_create(settings.home)
@@ -80,6 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     node = f"{name}@{daemon if settings.daemon else socket.gethostname()}"
 
     def on_ready(sender: Any = None, **_: object) -> None:
+        # Here, not where the mode is found: Celery configures logging once the worker
+        # starts, and a record logged before that never reaches the worker's log.
+        sandboxes.log_mode(isolation)
+
         def live_queues() -> list[str]:
             consumer = getattr(sender, "task_consumer", None)
             if consumer is None:

@@ -11,8 +11,10 @@ model meets skillq's skills the way an agent step does:
                     ``skill_improvement_note``): notes, never edits
 
 A run is recorded like any other (source ``production``, triggered by ``mcp``). A
-SkillqError reaches the client as the tool's error text; anything else is the SDK's
-"Error executing tool" and a traceback in this server's log, never the client's.
+SkillqError reaches the client as the tool's error text (inputs that do not fit named by
+run_skill's argument, ``inputs.title``, not by the CLI's ``--input``); anything else is
+the SDK's "Error executing tool" and a traceback in this server's log, never the
+client's.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 
 from orchestrator.mcp.library import Library, instructions, listing
-from shared.errors import SkillqError
+from shared.errors import InputError, SkillqError
 
 if TYPE_CHECKING:
     from orchestrator.connect import Connection
@@ -70,10 +72,14 @@ class Server:
         library = self.library()
         skill = library.get(name)
         conn = self.connection()
-        # This server runs on the client's machine: a folder or file input is a path on it.
-        given = local_paths(skill.manifest, inputs or {}, Path.cwd())
-        run_id = start_run(conn, library.vault, skill, given, source="production",
-                           triggered_by="mcp", workdir=str(Path.cwd()), waiting=True)
+        try:
+            # This server runs on the client's machine: a file or folder input is a path
+            # on it.
+            given = local_paths(skill.manifest, inputs or {}, Path.cwd())
+            run_id = start_run(conn, library.vault, skill, given, source="production",
+                               triggered_by="mcp", workdir=str(Path.cwd()), waiting=True)
+        except InputError as exc:
+            raise SkillqError(inputs_message(exc, skill.name)) from None
         try:
             final = wait_run(conn, run_id, timeout_s=timeout_s, on_outage=lambda _: None)
         except SkillqError as exc:  # still going after timeout_s: say where to look
@@ -94,6 +100,26 @@ class Server:
         with transaction(self.connection().endpoints.database_url) as session:
             note = leave_agent_note(session, report, secrets={})
         return f"filed improvement note {note} on {found.name} (`skillq notes {found.name}`)"
+
+
+# The CLI's advice on giving an input (shared/inputs.py), and what an MCP client, which
+# has no `skillq run` flags or command line, does instead: its run_skill's `inputs`.
+_CLI_ADVICE = (("give it with --input {name}=VALUE", "give it in run_skill's inputs"),
+               ("give its path on the command line", "give its path"))
+
+
+def inputs_message(exc: InputError, skill: str) -> str:
+    """Inputs that do not fit, as an MCP client reads them: each problem named by the
+    argument it gave (``inputs.title``), its fix said in run_skill's terms. The checks
+    are the CLI's own; only their wording is this server's."""
+    lines = []
+    for problem in exc.problems:
+        name = problem.field.removeprefix(f"{skill}.")  # the input, without its skill
+        message = problem.message
+        for cli, here in _CLI_ADVICE:
+            message = message.replace(cli.format(name=name), here)
+        lines.append(f"inputs.{name}: {message}")
+    return "\n".join(lines)
 
 
 async def _call(fn: Any, *args: Any) -> Any:

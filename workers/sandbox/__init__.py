@@ -16,7 +16,7 @@ from workers.sandbox.runner import Sandbox, probe
 log = logging.getLogger("skillq.sandbox")
 _current: tuple[int, Sandbox | None] | None = None
 
-__all__ = ["Sandbox", "check", "current", "launcher_pids", "reset"]
+__all__ = ["Sandbox", "check", "current", "launcher_pids", "log_mode", "reset"]
 
 
 def current(settings: Settings) -> Sandbox | None:
@@ -59,6 +59,13 @@ def _make(settings: Settings) -> Sandbox | None:
     log.warning("steps run unisolated, as this worker's user (%s): install bubblewrap",
                 problem)
     return None
+
+
+def log_mode(isolation: str) -> None:
+    """The worker's log line naming its mode (``check``'s): a warning unless bubblewrap
+    isolates the steps."""
+    level = logging.INFO if isolation.startswith("bubblewrap") else logging.WARNING
+    log.log(level, "steps run in: %s", isolation)
 
 
 def check(settings: Settings) -> str:
