@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import tenacity
-
 from lifecycle.planner import Outcome
 from lifecycle.recording import ended_run_files, write_files
 from lifecycle.retry import create_retry
@@ -45,9 +43,9 @@ from orchestrator.library.guard import refuse_disabled_run
 from orchestrator.run_end_listener import RunEndListener, to_stderr
 from orchestrator.submit import checked
 from shared.db.models import PipelineRun
-from shared.db.outage import Outage, first_line
+from shared.db.outage import FOLLOW_WAIT_S, FollowingRun
 from shared.db.session import transaction
-from shared.errors import DatabaseUnreachable, FolderChanged, NoWorker, RunNotFound, SkillqError
+from shared.errors import FolderChanged, NoWorker, RunNotFound, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
 from shared.published import published_files, verify
 from shared.queues import CONTROL_QUEUE
@@ -316,9 +314,10 @@ def wait_run(conn: Connection, run_id: str, *,
 
     The planner NOTIFYs when a run ends, so the end is seen at once; progress is read
     every POLL_S meanwhile. The run does not need this client, so a database outage is
-    waited out: reconnecting with backoff (up to OUTAGE_RETRY_MAX_S apart), telling
-    ``on_outage`` (default: stderr) once when it starts and once when it ends, and
-    raising DatabaseUnreachable after SKILLQ_DATABASE_OUTAGE_S.
+    waited out (shared/db/outage.py FollowingRun): reconnecting with backoff (up to
+    OUTAGE_RETRY_MAX_S apart), telling ``on_outage`` (default: stderr) once when it
+    starts and once when it ends, and raising DatabaseUnreachable after
+    SKILLQ_DATABASE_OUTAGE_S.
 
     ``on_end`` is given the record as soon as it is read; the wait then lasts until the
     run's benchmarks.json windows show it. Its worker writes them just after the run's
@@ -326,15 +325,8 @@ def wait_run(conn: Connection, run_id: str, *,
     `skillq run` still returns with them current.
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    bound_s = conn.settings.database_outage_s
-    say = on_outage or to_stderr
-    outage = Outage(
-        on_down=lambda exc: say(f"database unreachable ({first_line(exc)}); retrying for up "
-                                f"to {bound_s:g} s (SKILLQ_DATABASE_OUTAGE_S); run {run_id} "
-                                "goes on meanwhile"),
-        on_up=lambda took_s: say(f"database back after {took_s:.0f} s; following run "
-                                 f"{run_id} again"),
-        max_wait_s=OUTAGE_RETRY_MAX_S, give_up_s=bound_s)
+    # the policy the thin client follows through the local API too (run_client.py)
+    outage = FollowingRun(run_id, conn.settings.database_outage_s, on_outage or to_stderr)
     listener = RunEndListener(conn.endpoints.database_url)
     looked = woken = False
 
@@ -378,13 +370,7 @@ def wait_run(conn: Connection, run_id: str, *,
 
     try:
         while True:
-            try:
-                run = outage.call(look)
-            except tenacity.RetryError:
-                raise DatabaseUnreachable(
-                    f"the database has been unreachable for {bound_s:g} s "
-                    f"(SKILLQ_DATABASE_OUTAGE_S): stopped waiting for run {run_id}, which "
-                    f"may still finish; `skillq run-show {run_id}` once it is back") from None
+            run = outage.call(look)  # DatabaseUnreachable after SKILLQ_DATABASE_OUTAGE_S
             if run is not None:
                 _watch_later.pop(run_id, None)  # it ended: nothing left to watch
                 if on_end is not None:
@@ -399,4 +385,4 @@ def wait_run(conn: Connection, run_id: str, *,
                 _send_watch(run_id)
 
 
-OUTAGE_RETRY_MAX_S = 2.0  # a waiting client sees the run's end this soon after an outage
+OUTAGE_RETRY_MAX_S = FOLLOW_WAIT_S  # a waiting client sees the run's end this soon after one

@@ -7,7 +7,11 @@
     POST /v1/runs/{id}/cancel     {"reason"}: as `skillq cancel`, and the run afterwards
 
 A SkillqError is {"error", "exit_code"} with a 4xx status: the client prints
-``error: <error>`` and exits with that code, as the command would have.
+``error: <error>`` and exits with that code, as the command would have. A server that
+does not answer (runs.ServerDown) is a 503 that also says which ("outage": "database" or
+"broker"), the server's own first line ("detail") and this API's
+SKILLQ_DATABASE_OUTAGE_S ("outage_s"): the client waits, or takes the direct path
+(orchestrator/cli/run_client.py). Only a bug is a 500, its traceback in the log.
 """
 
 from __future__ import annotations
@@ -27,8 +31,7 @@ from orchestrator.api import runs
 from orchestrator.api.guard import ApiGuard, refusal
 from orchestrator.api.run_ends import RunEnds
 from orchestrator.connect import Connection
-from shared.db.outage import first_line, is_outage
-from shared.errors import DatabaseUnreachable, RunNotFound, SkillNotFound, SkillqError
+from shared.errors import RunNotFound, SkillNotFound, SkillqError
 
 log = logging.getLogger(__name__)
 BODY_SLACK_BYTES = 64 * 1024
@@ -67,7 +70,8 @@ def create_app(conn: Connection, ends: RunEnds, token: str, port: int) -> Starle
                 Route("/v1/runs/{run_id}", follow, methods=["GET"]),
                 Route("/v1/runs/{run_id}/cancel", cancel, methods=["POST"])],
         middleware=[Middleware(ApiGuard, token=token, port=port, max_body_bytes=max_body)],
-        exception_handlers={SkillqError: _skillq_error, Exception: _failure})
+        exception_handlers={SkillqError: _skillq_error, runs.ServerDown: _server_down,
+                            Exception: _failure})
 
 
 async def _body(request: Request) -> Any:
@@ -83,11 +87,13 @@ async def _skillq_error(request: Request, exc: Exception) -> Response:
     return refusal(status, str(exc), exc.exit_code)
 
 
+async def _server_down(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, runs.ServerDown)
+    return answer({"error": str(exc), "exit_code": exc.exit_code, "outage": exc.server,
+                   "detail": exc.detail, "outage_s": exc.bound_s}, 503)
+
+
 async def _failure(request: Request, exc: Exception) -> Response:
-    if is_outage(exc):  # what the CLI's main() says of an outage before anything ran
-        return refusal(503, f"the database is unreachable ({first_line(exc)}); check that "
-                       "PostgreSQL runs (`skillq status`, or SKILLQ_DATABASE_URL)",
-                       DatabaseUnreachable.exit_code)
     log.exception("the local API failed on %s %s", request.method, request.url.path)
     return refusal(500, f"the local API failed ({type(exc).__name__}); its log "
                    "(SKILLQ_HOME/logs/api.log under `skillq up`) has the traceback", 1)

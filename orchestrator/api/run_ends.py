@@ -5,7 +5,9 @@ line the run id (lifecycle/run_end_notice.py), so a `skillq run` following throu
 API learns the end within a millisecond or two rather than at its next poll. A long-poll
 registers its wake-up before it reads the record, so an end between the two is never
 missed. Should the connection break, every waiter is woken (it reads the record again)
-and the listener reconnects: the polls still see every end, a little later.
+and the listener reconnects as every client of the database does (shared/db/outage.py:
+backoff, said once when it is lost and once when it is back), waking them again then:
+the polls still see every end, a little later.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import tenacity
 
 from lifecycle.run_end_notice import RUN_DONE_CHANNEL, run_of
 from shared.db import libpq
+from shared.db.outage import Outage, first_line
 
 log = logging.getLogger(__name__)
-RECONNECT_S = 1.0
+RECONNECT_S = 1.0  # the longest pause between two tries to reconnect
 LISTEN_SLICE_S = 1.0  # how soon a stop() is noticed
 
 
@@ -64,19 +68,29 @@ class RunEnds:
             event.set()
 
     def _listen(self) -> None:
+        outage = Outage(
+            on_down=lambda exc: log.warning("run-end listener lost its connection (%s); "
+                                            "reconnecting", first_line(exc)),
+            on_up=lambda took_s: log.warning("run-end listener reconnected after %.1f s",
+                                             took_s),
+            max_wait_s=RECONNECT_S, retry_on=lambda _exc: True, stop=self._stop)
+        first = True
         while not self._stop.is_set():
-            pg: psycopg.Connection[Any] | None = None
             try:
-                pg = libpq.listening(self._database_url, RUN_DONE_CHANNEL)
+                pg: psycopg.Connection[Any] = outage.call(
+                    lambda: libpq.listening(self._database_url, RUN_DONE_CHANNEL))
+            except tenacity.RetryError:  # stopped meanwhile
+                return
+            if not first:
+                self._wake(None)  # an end while it was away: read the records again
+            first = False
+            try:
                 while not self._stop.is_set():
                     for note in pg.notifies(timeout=LISTEN_SLICE_S):
                         self._wake(run_of(note.payload))
             except Exception as exc:  # an outage: the polls carry on reading records
-                log.warning("run-end listener lost its connection (%s); reconnecting",
-                            type(exc).__name__)
+                outage.down(exc)
                 self._wake(None)
-                self._stop.wait(RECONNECT_S)
             finally:
-                if pg is not None:
-                    with contextlib.suppress(Exception):
-                        pg.close()
+                with contextlib.suppress(Exception):
+                    pg.close()

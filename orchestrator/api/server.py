@@ -3,15 +3,20 @@ SKILLQ_HOME/api.json, serve until SIGTERM or Ctrl-C, then remove the record.
 
 The socket listens before api.json names it, so a client that finds the file is never
 refused; the record goes when the server stops (if it still holds this server's token),
-and a client that finds a stale one falls back to submitting runs itself.
+and a client that finds a stale one falls back to submitting runs itself. uvicorn, once
+it has shut down on a signal, raises that signal again under the handler it found:
+SIGTERM's default would end the process there, before the record goes, so serve()
+installs one that exits through its cleanup (exit status 143, as a SIGTERM'd process).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 from pathlib import Path
+from types import FrameType
 
 from orchestrator.api.apifile import ApiInfo, remove_api, write_api
 from orchestrator.connect import Connection
@@ -47,8 +52,13 @@ def serve(conn: Connection, sock: socket.socket, home: Path, endpoints: str) -> 
                             access_log=False, timeout_graceful_shutdown=GRACE_S)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_api(home, ApiInfo(port=port, token=token, pid=os.getpid(), endpoints=endpoints))
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # what uvicorn hands it back to
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         remove_api(home, token)
         ends.stop()
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)

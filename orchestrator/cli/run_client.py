@@ -14,6 +14,14 @@ cannot be used safely the caller takes the direct path: no api.json, a dead serv
 refused connection (nothing was sent), another environment's endpoints, a .env file
 here that sets SKILLQ_ variables (only shared/settings.py reads those), or an inputs
 file the direct path would refuse (it names the problem exactly).
+
+A server the API cannot reach is met as the direct path meets it. Submitting, the API
+has recorded nothing (orchestrator/api/runs.py ServerDown), so the direct path takes
+over and does what it does at the start (starts a stopped embedded server, or says in
+one line that the database is unreachable). Following, a database outage is waited out
+by the direct path's own policy (shared/db/outage.py FollowingRun, imported only then):
+the same lines, the same backoff, the same bound (SKILLQ_DATABASE_OUTAGE_S: this
+environment's, else the API's).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import signal
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -33,10 +41,14 @@ from orchestrator.cli import common
 from orchestrator.cli.loopback_http import BrokeOff, NotConnected, request
 from shared.errors import ApiError, PipelineFailed, Relayed
 
+if TYPE_CHECKING:
+    from shared.db.outage import FollowingRun
+
 INTERRUPTED = 130  # as run_cmds.INTERRUPTED (not imported: run_cmds is the heavy side)
 POLL_WAIT_S = 10.0  # one long-poll; the server answers at once on any change
 SUBMIT_TIMEOUT_S = 300.0  # the server's checks may wait for a starting worker
 CTRL_C_REASON = "cancelled: Ctrl-C on the `skillq` command following it"  # as run_cmds
+DEFAULT_OUTAGE_S = 600.0  # SKILLQ_DATABASE_OUTAGE_S's default, for an API that sent none
 
 
 class Unreachable(Exception):
@@ -48,6 +60,20 @@ class Unreachable(Exception):
         self.sent = sent
 
 
+class ServerOutage(Relayed):
+    """The API could not reach its database (or broker) and did nothing; ``bound_s`` is
+    its SKILLQ_DATABASE_OUTAGE_S. Uncaught, it is the one line (exit 3) the direct path
+    prints of a server down before anything ran."""
+
+    def __init__(self, found: dict[str, Any], message: str, exit_code: int) -> None:
+        super().__init__(message, exit_code)
+        self.server = str(found["outage"])
+        # the server's own error, kept as SQLAlchemy keeps psycopg's: what first_line says
+        self.orig = ConnectionError(str(found.get("detail") or message))
+        bound = found.get("outage_s")
+        self.bound_s = float(bound) if isinstance(bound, int | float) and bound > 0 else None
+
+
 class Client:
     def __init__(self, info: ApiInfo) -> None:
         self.port = info.port
@@ -56,7 +82,11 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None,
              timeout_s: float = 30.0) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        try:
+            data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # argv's bytes that are not UTF-8: nothing is sent, and
+            # the direct path names the argument (shared/inputs.py, cli/app.py)
+            raise Unreachable("the request holds text that is not UTF-8", sent=False) from None
         try:
             status, raw = request(self.port, method, path, self.headers, data, timeout_s)
         except NotConnected as exc:
@@ -73,6 +103,8 @@ class Client:
         if refused is None:  # not the skillq API answering: nothing was done
             raise Unreachable(f"HTTP {status} from 127.0.0.1:{self.port}", sent=False)
         message, code = refused
+        if status == 503 and isinstance(found, dict) and found.get("outage"):
+            raise ServerOutage(found, message, code)
         if status in (401, 421):
             raise ApiError(f"{message}; SKILLQ_HOME/api.json names another server or is "
                            "stale: restart the API (`skillq up`) or remove the file to "
@@ -121,7 +153,7 @@ def _inputs_object(path: Path) -> dict[str, Any] | None:
     """The inputs file's object; None when the direct path would refuse it (it says why)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -145,6 +177,8 @@ def submit_through_api(name: str, pairs: list[str], inputs_file: Path | None, *,
                     inputs_file_name=inputs_file.name)
     try:
         run_id = str(client.call("POST", "/v1/runs", body, SUBMIT_TIMEOUT_S)["run_id"])
+    except ServerOutage:  # nothing recorded: the direct path meets the server as it would
+        return False
     except Unreachable as exc:
         if not exc.sent:
             return False
@@ -165,7 +199,9 @@ def wait_through_api(run_id: str, as_json: bool) -> bool:
         return False
     try:
         client.call("GET", f"/v1/runs/{urllib.parse.quote(run_id, safe='')}?wait_s=0")
-    except Unreachable:
+    except (Unreachable, UnicodeEncodeError):  # a run id that is not UTF-8: no such run
+        return False
+    except ServerOutage:  # the direct path meets the server down as it would
         return False
     common.err.print(f"run {run_id}", markup=False)
     follow(client, run_id, as_json, cancel_on_interrupt=False)
@@ -203,15 +239,47 @@ def _wait(client: Client, run_id: str, quiet: bool) -> dict[str, Any]:
 
     path = f"/v1/runs/{urllib.parse.quote(run_id, safe='')}"
     token: str | None = None
+    outage: FollowingRun | None = None  # from the first outage on
+
+    def poll() -> dict[str, Any]:
+        # while the database is away, an answer at once: its return is said when it comes
+        wait_s = 0 if outage is not None and outage.down_since is not None else POLL_WAIT_S
+        query = urllib.parse.urlencode({"wait_s": wait_s,
+                                        **({"after": token} if token else {})})
+        return client.call("GET", f"{path}?{query}", timeout_s=POLL_WAIT_S + 30)
+
     with progress_bar(run_id, quiet) as show:
         while True:
-            query = urllib.parse.urlencode({"wait_s": POLL_WAIT_S,
-                                            **({"after": token} if token else {})})
-            found = client.call("GET", f"{path}?{query}", timeout_s=POLL_WAIT_S + 30)
+            try:
+                found = poll() if outage is None else outage.call(poll)
+            except ServerOutage as exc:  # the database: waited out as the direct path does
+                outage = _following(run_id, exc)
+                outage.down(exc)
+                found = outage.call(poll)  # DatabaseUnreachable after the bound
             if found["ended"]:
                 return found
             show(int(found["total"]), int(found["done"]), found["counts"])
             token = str(found["token"])
+
+
+def _following(run_id: str, exc: ServerOutage) -> FollowingRun:
+    """The direct path's policy for a run followed through an outage (wait_run's), its
+    lines printed as that path prints them (whole, above the progress bar)."""
+    from shared.db.outage import FollowingRun
+
+    return FollowingRun(run_id, _outage_bound(exc),
+                        lambda line: print(line, file=sys.stderr, flush=True),
+                        retry_on=lambda e: isinstance(e, ServerOutage))
+
+
+def _outage_bound(exc: ServerOutage) -> float:
+    """SKILLQ_DATABASE_OUTAGE_S as this command's environment sets it (a .env file here
+    sends it the direct way), else the API's (the setting's default when it set none)."""
+    try:
+        mine = float(os.environ.get("SKILLQ_DATABASE_OUTAGE_S", ""))
+    except ValueError:
+        mine = 0.0
+    return mine if mine > 0 else exc.bound_s or DEFAULT_OUTAGE_S
 
 
 def _cancel_interrupted(client: Client, run_id: str) -> dict[str, Any]:

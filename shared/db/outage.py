@@ -8,6 +8,12 @@ violation is not. Backoff is exponential with jitter (tenacity), so clients and 
 cut off together do not retry in step, and an outage is reported once when it starts
 and once when it ends, not once per try. The engine's pool pings a connection before
 use (shared/db/session.py), so a try after the server is back gets a fresh connection.
+
+A client following a run waits one way wherever it follows from (``FollowingRun``):
+`skillq run` and `skillq wait` reading the database themselves (orchestrator/launch.py
+wait_run) and the thin client reading it through the local API's long-poll
+(orchestrator/cli/run_client.py), which imports this module only once it meets an outage:
+so psycopg and SQLAlchemy are imported here only when an error is looked at.
 """
 
 from __future__ import annotations
@@ -18,28 +24,33 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-import psycopg
 import tenacity
-from sqlalchemy.exc import DBAPIError
+
+from shared.errors import DatabaseUnreachable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 FIRST_WAIT_S = 0.25  # then twice as long each time
 MAX_WAIT_S = 5.0  # the longest pause between two tries of a worker's record
-_OUTAGE = (psycopg.OperationalError, psycopg.InterfaceError)
+FOLLOW_WAIT_S = 2.0  # a client following a run sees its end this soon after an outage
 
 
 def is_outage(exc: BaseException) -> bool:
     """The database could not be reached: refused, cut by a shutdown or a restart, or a
     server still starting. Not a bad query, which no retry would mend."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    outage = (psycopg.OperationalError, psycopg.InterfaceError)
     if isinstance(exc, DBAPIError):
-        return bool(exc.connection_invalidated) or isinstance(exc.orig, _OUTAGE)
-    return isinstance(exc, _OUTAGE)
+        return bool(exc.connection_invalidated) or isinstance(exc.orig, outage)
+    return isinstance(exc, outage)
 
 
 def first_line(exc: BaseException) -> str:
     """psycopg's own first line: SQLAlchemy's wrapper adds the SQL and a link."""
-    text = str(exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc)
+    orig = getattr(exc, "orig", None)  # a DBAPIError's (not imported for every error)
+    text = str(orig if isinstance(orig, BaseException) else exc)
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
@@ -111,3 +122,33 @@ def through_outage(fn: Callable[[], T], *, limit_s: float, what: str) -> T:
                                        took),
         max_wait_s=MAX_WAIT_S, give_up_s=limit_s, reraise=True)
     return outage.call(fn)
+
+
+class FollowingRun(Outage):
+    """The one way a client following run ``run_id`` waits out a database outage, read
+    directly (wait_run) or through the local API (its answer that the database is
+    unreachable: ``retry_on``): ``say`` hears once that the database is unreachable and
+    that the client is retrying, once that it is back; a try every FOLLOW_WAIT_S at
+    most; after ``bound_s`` (SKILLQ_DATABASE_OUTAGE_S) ``call`` raises
+    DatabaseUnreachable, one line naming the run, which goes on without its client."""
+
+    def __init__(self, run_id: str, bound_s: float, say: Callable[[str], None], *,
+                 retry_on: Callable[[BaseException], bool] = is_outage) -> None:
+        self.run_id, self.bound_s = run_id, bound_s
+        super().__init__(
+            on_down=lambda exc: say(f"database unreachable ({first_line(exc)}); retrying "
+                                    f"for up to {bound_s:g} s (SKILLQ_DATABASE_OUTAGE_S); "
+                                    f"run {run_id} goes on meanwhile"),
+            on_up=lambda took_s: say(f"database back after {took_s:.0f} s; following run "
+                                     f"{run_id} again"),
+            max_wait_s=FOLLOW_WAIT_S, give_up_s=bound_s, retry_on=retry_on)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        try:
+            return super().call(fn)
+        except tenacity.RetryError:
+            raise DatabaseUnreachable(
+                f"the database has been unreachable for {self.bound_s:g} s "
+                f"(SKILLQ_DATABASE_OUTAGE_S): stopped waiting for run {self.run_id}, which "
+                f"may still finish; `skillq run-show {self.run_id}` once it is back"
+            ) from None
