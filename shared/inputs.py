@@ -35,11 +35,18 @@ from shared.valuetypes import (
     PATH_BASES,
     ValueType,
     dir_value,
+    escaped,
     file_value,
     from_text,
+    is_dir_value,
     is_file_value,
     is_local_file,
+    json_trouble,
+    json_value,
+    shown_text,
+    text_problem,
     type_error,
+    unstorable,
 )
 
 if TYPE_CHECKING:  # the validate path imports this module: no SQLAlchemy at import time
@@ -60,7 +67,7 @@ def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files:
             close = difflib.get_close_matches(key, declared, n=1)
             hint = f"did you mean '{close[0]}'?" if close else \
                 f"{manifest.name} takes: {', '.join(declared) or 'no inputs'}"
-            out.append((f".{key}", f"unknown input; {hint}"))
+            out.append((f".{_key(key)}", f"unknown input; {hint}"))
             continue
         err = type_error(value, spec.value_type, local_files=local_files)
         if err and not (value is None and not spec.required):
@@ -70,6 +77,12 @@ def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files:
             out.append((f".{spec.name}", f"required input is missing ({spec.type}): "
                         f"give it with --input {spec.name}=VALUE"))
     return out
+
+
+def _key(key: str) -> str:
+    """An input's name as a message shows it: quoted and escaped when it holds what a
+    terminal or a JSON answer cannot carry."""
+    return shown_text(key) if text_problem(key) else key
 
 
 def with_defaults(manifest: Manifest, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,13 +165,20 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
         key = key.strip()
         if not sep or not key:
             shown = pair if len(pair) <= 80 else pair[:77] + "..."
-            problems.append(Problem("--input", shown, "write --input NAME=VALUE"))
+            problems.append(Problem("--input", _key(shown), "write --input NAME=VALUE"))
             continue
         too_big = size_problem(value_bytes(text), max_bytes)  # before parsing it as JSON
         if too_big:
-            problems.append(Problem("--input", key, too_big))
+            problems.append(Problem("--input", _key(key), too_big))
             continue
         spec = manifest.input(key)
+        # What no run record can hold (a NUL byte, bytes that are not UTF-8 in argv) is
+        # refused before it is parsed, read as a path or sent anywhere.
+        bad = text_problem(key) or text_problem(
+            text, path=spec is not None and spec.value_type.base in PATH_BASES)
+        if bad:
+            problems.append(Problem("--input", _key(key), bad))
+            continue
         if spec is None:
             from_cli[key] = text  # reported as unknown by resolve_inputs
             continue
@@ -207,8 +227,8 @@ def _file_text(text: str, vtype: ValueType) -> Any:
     file) when it parses, else one path (``[draft] notes.txt`` is a file name, not broken JSON)."""
     value: Any = text
     if text.lstrip().startswith(("[", "{")):
-        with contextlib.suppress(json.JSONDecodeError):  # then it is a file's name
-            value = json.loads(text)
+        with contextlib.suppress(ValueError):  # then it is a file's name
+            value = json_value(text)
         if isinstance(value, list):
             return value
     for _ in range(vtype.depth):  # one file given to a file[]: its one item
@@ -229,10 +249,17 @@ class _Files:
         for key, value in data.items():
             too_big = size_problem(value_bytes(value), max_bytes)
             if too_big:
-                problems.append(Problem(shown, key, too_big))
+                problems.append(Problem(shown, _key(key), too_big))
                 continue
             spec = manifest.input(key)
-            if spec is not None and spec.value_type.base in PATH_BASES:
+            is_path = spec is not None and spec.value_type.base in PATH_BASES
+            # As parse_cli_inputs: what no run record can hold is refused first; a path
+            # (a string, at any depth of a file or folder input) is checked as one.
+            bad = text_problem(key) or (None if is_path else unstorable(value))
+            if bad:
+                problems.append(Problem(shown, _key(key), bad))
+                continue
+            if spec is not None and is_path:
                 value = self.local(value, spec.value_type, base, Problem(shown, key, ""),
                                    problems)
             given[key] = value
@@ -244,13 +271,15 @@ class _Files:
         are kept; anything else is left for the type check to report."""
         if vtype.is_array and isinstance(value, list):
             return [self.local(v, vtype.element(), base, where, problems) for v in value]
-        if not isinstance(value, str):
-            return value
-        if not self.allowed:
+        # Not allowed: a path, and skillq's own forms of a file or folder here, alike.
+        if not self.allowed and (isinstance(value, str) or is_local_file(value)
+                                 or is_dir_value(value)):
             what = "a stored file" if vtype.base == "file" else "no folder"
             problems.append(_at(where, f"a {vtype.base} input takes {what} here, not a path "
                                 f"on this machine; give it with `skillq run --input "
                                 f"{where.field}=PATH`"))
+            return value
+        if not isinstance(value, str):
             return value
         found = _local_dir(value, base) if vtype.base == "directory" \
             else _local_file(value, base, self.max_bytes)
@@ -261,13 +290,16 @@ class _Files:
 
 
 def _at(where: Problem, message: str) -> Problem:
-    return Problem(where.path, where.field, message)
+    # A path that is not UTF-8 is named escaped: the message may travel as JSON.
+    return Problem(where.path, where.field, escaped(message))
 
 
 def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
     """The local file ``text`` names (relative to ``base``), or why it cannot be one."""
     if not text.strip():
         return "is empty: give the path of a file"
+    if bad := text_problem(text, path=True):
+        return bad
     # normpath, not resolve: the name is the one given, not a link's target (base is absolute)
     path = Path(os.path.normpath(base / Path(text).expanduser()))
     try:
@@ -284,6 +316,8 @@ def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
         return f"file '{text}' cannot be read ({path}): permission denied"
     if too_big := _file_too_big(st.st_size, max_bytes):
         return f"file '{text}' {too_big}"
+    if text_problem(str(path)):  # a relative path in a folder whose path is not UTF-8
+        return _not_utf8("file", text, str(path))
     return {LOCAL_KEY: str(path), "name": path.name, "size": st.st_size}
 
 
@@ -291,6 +325,8 @@ def _local_dir(text: str, base: Path) -> dict[str, Any] | str:
     """The folder ``text`` names (relative to ``base``) on this machine, or why not."""
     if not text.strip():
         return "is empty: give the path of a folder"
+    if bad := text_problem(text, path=True):
+        return bad
     path = Path(os.path.normpath(base / Path(text).expanduser()))
     try:
         st = path.stat()
@@ -304,7 +340,15 @@ def _local_dir(text: str, base: Path) -> dict[str, Any] | str:
         return f"folder '{text}' cannot be read ({path}): permission denied"
     # Its real path: the sandbox mounts it there, and a link on the way could point
     # elsewhere by the time the step starts.
-    return dir_value(str(path.resolve()), device_id(get_settings()), host_name())
+    real = str(path.resolve())
+    if text_problem(real):  # through a link, or in a folder whose path is not UTF-8
+        return _not_utf8("folder", text, real)
+    return dir_value(real, device_id(get_settings()), host_name())
+
+
+def _not_utf8(what: str, text: str, path: str) -> str:
+    return (f"{what} '{text}' is at {path}, a path that is not UTF-8, which a run's "
+            f"record cannot hold; give a {what} whose path is UTF-8")
 
 
 def _file_too_big(size: int, max_bytes: int) -> str | None:
@@ -355,6 +399,8 @@ def _read_local(path: Path, max_bytes: int) -> bytes | str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return f"file {path} cannot be read: {exc.strerror or exc}"
+    except ValueError:  # a NUL byte, or a surrogate no file name has: a path made up
+        return f"{escaped(str(path))} is no file's path; give the file's path"
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -379,6 +425,9 @@ def _read_inputs_file(path: Path, problems: list[Problem]) -> dict[str, Any]:
         return {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         problems.append(Problem(shown, "(file)", f"is not a UTF-8 JSON file: {exc}"))
+        return {}
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting
+        problems.append(Problem(shown, "(file)", json_trouble(exc)))
         return {}
     if not isinstance(data, dict):
         problems.append(Problem(shown, "(file)", "must hold one JSON object of input values"))

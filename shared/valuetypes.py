@@ -18,6 +18,7 @@ import difflib
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,20 +68,31 @@ def parse_type(text: str) -> ValueType:
 
 
 def _describe(value: Any) -> str:
-    text = json.dumps(value, default=str)
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):  # nested deeper than the encoder goes
+        text = type(value).__name__
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def type_error(value: Any, vtype: ValueType, *, local_files: bool = False) -> str | None:
-    """Why ``value`` is not a ``vtype``, or None when it is. ``local_files``: a file may
-    also be one on this machine not stored yet (shared/inputs.py's, before the run is
-    recorded)."""
+    """Why ``value`` is not a ``vtype``, or cannot be stored as one (unstorable), or None
+    when it is fine. ``local_files``: a file may also be one on this machine not stored
+    yet (shared/inputs.py's, before the run is recorded).
+
+    Every run's inputs pass here (shared/inputs.py resolve_inputs), and every script
+    step's outputs (workers/script_executor.py): so nothing PostgreSQL cannot hold
+    reaches a run's record."""
+    return _type_error(value, vtype, local_files) or unstorable(value)
+
+
+def _type_error(value: Any, vtype: ValueType, local_files: bool) -> str | None:
     if vtype.is_array:
         if not isinstance(value, list):
             return f"expected {vtype} (a JSON list), got {_describe(value)}"
         inner = vtype.element()
         for i, item in enumerate(value):
-            err = type_error(item, inner, local_files=local_files)
+            err = _type_error(item, inner, local_files)
             if err:
                 return f"item {i}: {err}"
         return None
@@ -102,6 +114,85 @@ def type_error(value: Any, vtype: ValueType, *, local_files: bool = False) -> st
     if vtype.base == "directory":
         return f"expected a folder (give its path on the command line), got {_describe(value)}"
     return f"expected {vtype}, got {_describe(value)}"
+
+
+# PostgreSQL's text and jsonb hold no NUL character, and no lone UTF-16 surrogate: what
+# Python makes of bytes that are not UTF-8 (argv and file names are decoded with
+# surrogateescape: byte 0xff becomes U+DCFF) or of a JSON "\\ud800" escape.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_ESCAPED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def text_problem(text: str, *, path: bool = False) -> str | None:
+    """Why ``text`` cannot be stored (a NUL byte, text that is not UTF-8), or None.
+
+    ``path``: the text is a file's or folder's path, said so in the fix (the run's
+    record, or a schedule's, names the file or folder by it)."""
+    cannot = "which no path holds" if path else "which cannot be stored"
+    for found in _UNSTORABLE.finditer(text):
+        char = found.group()
+        if char == "\x00":
+            return f"contains a NUL byte (\\u0000), {cannot}; remove it"
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # one byte that was not UTF-8 (surrogateescape)
+            fix = "give a path in UTF-8 (rename the file or folder)" if path \
+                else "give UTF-8 text"
+            return (f"is not valid UTF-8 (byte 0x{code - 0xDC00:02x} at character "
+                    f"{found.start() + 1}), which cannot be stored; {fix}")
+        return f"contains a lone surrogate (\\u{code:04x}), not text, {cannot}; remove it"
+    return None
+
+
+def shown_text(text: str) -> str:
+    """``text`` quoted for a message, control characters and surrogates escaped (a NUL
+    or a lone surrogate would break the terminal or the JSON answer carrying it)."""
+    return "'" + _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "'"
+
+
+def escaped(text: str) -> str:
+    """``text`` with each NUL byte and lone surrogate written as its ``\\uXXXX`` escape."""
+    return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def unstorable(value: Any) -> str | None:
+    """Why the JSON value ``value`` cannot be stored, naming where in it (``at a.b[2]: ``);
+    None when it can."""
+    found = unstorable_at(value)
+    if found is None:
+        return None
+    where, why = found
+    return f"at {where}: {why}" if where else why
+
+
+def unstorable_at(value: Any) -> tuple[str, str] | None:
+    """(where in ``value``, why) for the first thing in it that cannot be stored; None
+    when all can. Where: ``""`` for the value itself, else a path such as ``a.b[2]``.
+
+    Any string anywhere in it (list items, object keys and values) with a NUL byte or
+    text that is not UTF-8 (text_problem), and any NaN or infinite number (JSON has
+    none). Walked without recursion: a value as deep as JSON parsing allows is fine."""
+    todo: list[tuple[str, Any]] = [("", value)]
+    while todo:
+        where, item = todo.pop()
+        if isinstance(item, str):
+            if err := text_problem(item):
+                return where.removeprefix("."), err
+        elif isinstance(item, float) and not math.isfinite(item):
+            shown = "NaN" if math.isnan(item) else "Infinity" if item > 0 else "-Infinity"
+            return where.removeprefix("."), f"is {shown}, which JSON cannot hold; give a " \
+                "finite number"
+        elif isinstance(item, list):
+            todo.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, dict):
+            for key in item:
+                if isinstance(key, str) and (err := text_problem(key)):
+                    return where.removeprefix("."), f"key {shown_text(key)}: {err}"
+            todo.extend((where + _member(str(k)), v) for k, v in reversed(list(item.items())))
+    return None
+
+
+def _member(key: str) -> str:
+    return f".{key}" if key.isidentifier() else f"[{shown_text(key)}]"
 
 
 def is_file_value(value: Any) -> bool:
@@ -165,10 +256,7 @@ def from_text(text: str, vtype: ValueType) -> Any:
     """
     if vtype.is_array or vtype.base == "object":
         if text.lstrip().startswith(("[", "{")):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+            value = json_value(text)
             err = type_error(value, vtype)
             if err:
                 raise ValueError(err)
@@ -190,6 +278,25 @@ def from_text(text: str, vtype: ValueType) -> Any:
         return int(text) if vtype.base == "integer" else _number(text)
     except ValueError:
         raise ValueError(f"expected {vtype.base}, got {text!r}") from None
+
+
+def json_value(text: str) -> Any:
+    """``text`` parsed as JSON; ValueError saying why not, as one line a user can act on."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(json_trouble(exc)) from None
+
+
+def json_trouble(exc: ValueError | RecursionError) -> str:
+    """What json.loads's errors other than JSONDecodeError mean, as a fix."""
+    if isinstance(exc, RecursionError):
+        return "is JSON nested too deeply to read; flatten it"
+    # the one other ValueError: an integer past Python's digit limit
+    return (f"holds a number of more than {sys.get_int_max_str_digits():,} digits, which "
+            "skillq does not read; give a shorter one")
 
 
 def _number(text: str) -> int | float:

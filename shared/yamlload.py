@@ -31,6 +31,7 @@ _STD_TAG = "tag:yaml.org,2002:"
 _PLAIN_TAGS = frozenset(_STD_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
 _COLLECTION_TAGS = frozenset((_STD_TAG + "map", _STD_TAG + "seq"))
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # The largest frontmatter in examples/ and the built-in skills is under 3 KB and the Agent
 # Skills corpus's longest (a 20,000-character license) 20 KB. 128 KiB leaves skill.yaml room
@@ -72,6 +73,9 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
     (and, for a mapping value, each of its scalars): Agent Skills fields are strings
     by specification, so ``description: yes`` means the word yes.
     """
+    if found := _SURROGATE.search(text):  # not from a file read as UTF-8: text given in code
+        raise YamlProblem(f"is not UTF-8 text (a lone surrogate, U+{ord(found.group()):04X}); "
+                          "save the file as UTF-8", text.count("\n", 0, found.start()) + first_line)
     size = len(text.encode("utf-8"))
     if size > MAX_YAML_BYTES:
         raise YamlProblem(f"the YAML is {size:,} bytes, more than the {MAX_YAML_BYTES:,} "
@@ -90,6 +94,11 @@ def load_mapping(text: str, *, first_line: int = 1, raw_text_keys: frozenset[str
         if exc.context and exc.context_mark is not None:
             context = f" ({exc.context} that starts at line {exc.context_mark.line + first_line})"
         raise YamlProblem(f"invalid YAML: {exc.problem or exc}{context}", line) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, say)
+        line = text.count("\n", 0, exc.position) + first_line
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "?")
+        raise YamlProblem(f"invalid YAML: character U+{char:04X} is not allowed in YAML; "
+                          "remove it", line) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(f"invalid YAML: {exc}") from None
     except RecursionError:
@@ -129,6 +138,11 @@ def _refuse_anchors(text: str, first_line: int) -> None:
                           "place it is used", mark.line + first_line if mark else None)
 
 
+def _nul(what: str) -> str:
+    return (f"{what} holds a NUL byte (written \\0, \\x00 or \\u0000 in a quoted string), "
+            "which skillq cannot store; remove it")
+
+
 def _too_deep() -> str:
     return (f"the YAML is nested more than {MAX_YAML_DEPTH} levels deep; flatten it "
             "(skill fields need a few levels at most)")
@@ -150,6 +164,8 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise YamlProblem("a mapping key must be a plain name", line)
             key = str(key_node.value)
+            if "\x00" in key:
+                raise YamlProblem(_nul("a key"), line)
             if key in seen:
                 where = ".".join(str(p) for p in (*loc, key))
                 raise YamlProblem(f"duplicate key '{where}': keep one of them", line)
@@ -181,6 +197,8 @@ class _Builder:
         if tag not in _PLAIN_TAGS:
             raise YamlProblem(f"YAML tag '{tag}' is not supported: remove it",
                               node.start_mark.line + self.first)
+        if "\x00" in text:  # a "\0" or "\x00" escape
+            raise YamlProblem(_nul("a value"), node.start_mark.line + self.first)
         if raw or getattr(node, "style", None):
             return text
         # A plain scalar is typed by the core schema whatever PyYAML's 1.1 resolver

@@ -77,7 +77,9 @@ class _Tail:  # the last ``keep`` bytes of a stream, in bounded memory
             del self.buf[: -self.keep]
 
     def text(self) -> str:
-        return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace")
+        # Recorded as text, which PostgreSQL holds without a NUL: a NUL byte a script
+        # printed is shown as U+FFFD, as its bytes that are not UTF-8 are.
+        return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
 class _BadOutput(Exception):

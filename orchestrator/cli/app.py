@@ -230,6 +230,20 @@ def _root(
     """`skillq`'s own options; typer needs a callback to make the app a group."""
 
 
+USAGE_EXIT = 2  # as click's usage errors
+
+
+def _not_utf8_arg() -> str | None:
+    """What is wrong with the first command-line argument that is not UTF-8, or None."""
+    from shared.valuetypes import shown_text, text_problem
+
+    for arg in sys.argv[1:]:
+        if text_problem(arg):
+            return (f"the argument {shown_text(arg)} is not valid UTF-8 text; give it in "
+                    "UTF-8 (check the bytes given, or the terminal's locale)")
+    return None
+
+
 def main() -> None:
     """Console entry point: a SkillqError is a message and an exit code, never a traceback.
 
@@ -242,6 +256,18 @@ def main() -> None:
 
         err.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)
+    except UnicodeEncodeError as exc:
+        # Python decodes argv with surrogateescape: bytes that are not UTF-8 reach the
+        # code as lone surrogates, which only fail where text must be UTF-8 (a database
+        # query, a JSON body). Run inputs are refused where they are parsed
+        # (shared/inputs.py); any other argument (a run id, a name) is named here.
+        arg = _not_utf8_arg() if "surrogate" in exc.reason else None
+        if arg is None:
+            raise
+        from orchestrator.cli.common import err
+
+        err.print(f"error: {arg}", markup=False)
+        sys.exit(USAGE_EXIT)
     except Exception as exc:
         from orchestrator.cli.common import err
         from shared.db.outage import first_line, is_outage
