@@ -1,13 +1,19 @@
 """Converting a skill between its on-disk forms.
 
-- agentskills: SKILL.md holds only the six Agent Skills fields, so the reference validator
-  and any Agent Skills client accept it; the execution fields go to skill.yaml beside it.
+- agentskills: SKILL.md holds the six Agent Skills fields, so the reference validator and
+  any Agent Skills client accept it; the execution fields go to skill.yaml beside it.
 - bot0: one SKILL.md with every field in its frontmatter, as the seed design writes it.
+
+Either way SKILL.md also keeps, as written, the fields Claude Code reads there:
+disable-model-invocation and every field skillq kept without using (Manifest.kept), so
+exporting a Claude Code skill never changes what Claude Code does with it. The reference
+validator refuses those, as it refused them in the folder exported.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +22,7 @@ import yaml
 from shared import agentskills
 from shared.atomic import write_json, write_text
 from shared.errors import ExportError
-from shared.manifest import SPEC_FIELDS, Manifest
+from shared.manifest import FRONTMATTER_FIELDS, SPEC_FIELDS, Manifest
 from shared.problems import display_path
 from shared.skill import SIDECAR, SUB_SKILLS, Skill
 from shared.skillfiles import SubSkillRef, SubSkills
@@ -25,8 +31,24 @@ _MANIFEST_FILES = {"SKILL.md", "skill.md", SIDECAR}
 
 
 def manifest_fields(manifest: Manifest) -> dict[str, Any]:
-    """The fields as written (defaults left out), in the model's order, JSON-typed."""
-    return manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    """The fields as written (defaults left out), in the model's order, then the kept
+    ones as they were read, JSON-typed."""
+    fields = manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return {**fields, **{k: _plain(v) for k, v in manifest.kept.items()}}
+
+
+def client_fields(manifest: Manifest) -> list[str]:
+    """SKILL.md's fields outside the specification that an export keeps there."""
+    return [k for k in manifest_fields(manifest)
+            if k in FRONTMATTER_FIELDS - SPEC_FIELDS or k in manifest.kept]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _yaml(data: dict[str, Any]) -> str:
@@ -48,10 +70,14 @@ def write_skill(skill: Skill, dest: Path, form: str) -> Path:
     shutil.copytree(skill.folder, staging,
                     ignore=lambda d, names: [n for n in names if n == "__pycache__"
                                              or (d == top and n in _MANIFEST_FILES)])
+    client = client_fields(skill.manifest)
     if form == "agentskills":
         front = agentskills.spec_frontmatter(fields)
+        if client:  # YAML typed as skillq reads it back: `true` stays a boolean
+            front += _yaml({k: fields[k] for k in client})
         write_text(staging / "SKILL.md", f"---\n{front}---\n\n{body}")
-        execution = {k: v for k, v in fields.items() if k not in SPEC_FIELDS}
+        execution = {k: v for k, v in fields.items() if k not in SPEC_FIELDS
+                     and k not in client}
         if execution:
             write_text(staging / SIDECAR, _yaml(execution))
     else:
@@ -60,7 +86,10 @@ def write_skill(skill: Skill, dest: Path, form: str) -> Path:
         write_text(staging / "SKILL.md", f"---\n{_yaml(ordered)}---\n\n{body}")
     staging.rename(target)
     if form == "agentskills":
-        problems = agentskills.validate_agentskills(target)
+        # Refused for the client fields, as in the folder exported (strictyaml may refuse
+        # how YAML writes an empty one, `[]`, too): the check is of what this module adds.
+        problems = [p for p in agentskills.validate_agentskills(target)
+                    if p.field not in client and not (client and p.field == "frontmatter")]
         if problems:  # a bug in this module, not in the user's skill
             raise ExportError("exported folder fails the Agent Skills rules:\n"
                               + "\n".join(map(str, problems)))

@@ -27,10 +27,14 @@ SPEC_FIELDS: frozenset[str] = frozenset(
 # Keys real skills carry beside the spec's six: Claude Code's own frontmatter fields, and
 # facts about the skill that the spec keeps under metadata. Neither is a typo of a skillq
 # field ('author' is not 'auth'), so each gets its own fix instead of a did-you-mean.
+# Claude Code's are those its skills reference documents (code.claude.com/docs/en/skills,
+# late 2026) besides the spec's and `model`, which is skillq's too. skillq honours
+# disable-model-invocation and keeps the others as written, unused (shared/kept_fields.py).
 CLAUDE_CODE_FIELDS: frozenset[str] = frozenset(
-    {"argument-hint", "disable-model-invocation", "user-invocable", "context", "agent",
-     "hooks", "when_to_use"}
+    {"when_to_use", "argument-hint", "arguments", "disable-model-invocation", "user-invocable",
+     "effort", "context", "agent", "hooks", "paths", "shell"}
 )
+DISABLE_MODEL_INVOCATION = "disable-model-invocation"
 METADATA_KEYS: frozenset[str] = frozenset(
     {"author", "authors", "maintainer", "owner", "tags", "keywords", "category", "homepage",
      "repository", "source", "created", "updated", "changelog", "triggers"}
@@ -294,8 +298,9 @@ def _key_line(text: str, key: str) -> int | None:
 def foreign_field_hint(key: str) -> str | None:
     """The fix for a key another client or custom puts at the top of the frontmatter."""
     if key in CLAUDE_CODE_FIELDS:
+        unused = "" if key == DISABLE_MODEL_INVOCATION else ", and skillq does not read it"
         return (f"remove it: '{key}' is a Claude Code field, outside the Agent Skills "
-                "specification, and skillq does not read it")
+                f"specification{unused}")
     if key in METADATA_KEYS:
         return (f"remove it, or move it under metadata: (a '{key}: ...' line indented below "
                 "a 'metadata:' line), where any key is kept as written")

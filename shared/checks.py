@@ -12,7 +12,7 @@ from shared.errors import AgentError
 from shared.graph import cycle_text, find_cycle
 from shared.inputs import input_problems
 from shared.manifest import Approach
-from shared.model_spec import resolve
+from shared.model_spec import is_claude_code_alias, resolve
 from shared.problems import Problem
 from shared.refs import RefSyntaxError, Template, parse_template, walk_strings
 from shared.screen_checks import check_screen
@@ -112,7 +112,8 @@ def _check_fields(skill: Skill) -> Iterator[Problem]:
 def _check_model(skill: Skill) -> Iterator[Problem]:
     # Here rather than at run time: a model no provider matches would otherwise be found
     # only by the worker, after the run was dispatched.
-    if skill.manifest.model is None:
+    # A Claude Code alias is kept, with a warning (shared/kept_fields.py).
+    if skill.manifest.model is None or is_claude_code_alias(skill.manifest.model):
         return
     try:
         resolve(skill.manifest.model)
@@ -239,7 +240,7 @@ def _check_benchmarks(skill: Skill) -> Iterator[Problem]:
     for dup in _dupes(ids):
         yield skill.file_problem(BENCHMARKS, f"tests[{ids.index(dup, ids.index(dup) + 1)}].id",
                                  f"test id '{dup}' is used twice")
-    outputs = {o.name for o in skill.manifest.outputs}
+    outputs = {o.name for o in skill.manifest.result_outputs}
     for i, test in enumerate(bench.tests):
         for field, msg in input_problems(skill.manifest, dict(test.inputs)):
             # A case expecting failure may test bad inputs on purpose; a name the skill

@@ -19,6 +19,7 @@ from pydantic import (
 )
 from typing_extensions import TypeAliasType
 
+from shared.agentskills import DISABLE_MODEL_INVOCATION
 from shared.screen_spec import BrowserSpec, DesktopSpec
 from shared.valuetypes import ValueType, parse_type
 
@@ -36,6 +37,13 @@ SPEC_FIELDS = frozenset({"name", "description", "license", "compatibility", "met
 # back as it was; scalars stay the text written (SKILL.md's spec fields are read as text).
 MetaValue = TypeAliasType(
     "MetaValue", "str | tuple[MetaValue, ...] | Mapping[str, MetaValue] | None")
+# A field skillq keeps without reading it (Manifest.kept): any value YAML 1.2 core gives,
+# typed as the YAML loader typed it, so an export writes back what was read.
+KeptValue = TypeAliasType(
+    "KeptValue",
+    "str | bool | int | float | tuple[KeptValue, ...] | Mapping[str, KeptValue] | None")
+# The one output of an agent step that declares none: its answer, as text.
+ANSWER = "answer"
 
 
 class Approach(StrEnum):
@@ -124,6 +132,10 @@ class OutputSpec(_Typed):
     from_: str | None = Field(default=None, alias="from")
 
 
+ANSWER_OUTPUT = OutputSpec(name=ANSWER, type="string", description=(
+    "The model's answer, as text (the skill declares no outputs of its own)."))
+
+
 class RunSpec(Frozen):
     command: str = Field(min_length=1)
     timeout: float = Field(default=300, gt=0, description="seconds")
@@ -188,6 +200,13 @@ class Manifest(Frozen):
     metadata: Metadata = Field(default_factory=dict)
     # One space-separated line in the spec; Claude Code also reads a YAML list of tools.
     allowed_tools: Tools = Field(default=None, alias="allowed-tools")
+    # Claude Code's: true keeps the skill out of every model's catalog (agent steps,
+    # `skillq ask`, `skillq catalog`, MCP's listing); a person still runs it by name.
+    disable_model_invocation: StrictBool = Field(default=False, alias=DISABLE_MODEL_INVOCATION)
+    # SKILL.md fields skillq does not use (Claude Code's others; in a plain folder, any it
+    # does not know), as written: exported back unchanged (orchestrator/forms.py), never
+    # read. Set by shared/kept_fields.py, never from a key of the file.
+    kept: Mapping[str, KeptValue] = Field(default_factory=dict, exclude=True)
     # Execution fields (the bot0 design).
     version: StrictInt = Field(default=1, ge=1)
     label: str | None = None
@@ -242,9 +261,44 @@ class Manifest(Frozen):
     def input(self, name: str) -> InputSpec | None:
         return next((i for i in self.inputs if i.name == name), None)
 
+    @property
+    def answers_in_text(self) -> bool:
+        """An agent leaf that declares no outputs: its answer is its one output, ``answer``
+        (a plain Agent Skills folder, say), so what the model says reaches the person."""
+        return not self.outputs and self.kind == "instructions" and \
+            self.effective_approach is Approach.AGENT
+
+    @property
+    def result_outputs(self) -> tuple[OutputSpec, ...]:
+        """The outputs a run of it returns: the declared ones, or ``answer``."""
+        return (ANSWER_OUTPUT,) if self.answers_in_text else self.outputs
+
     def output(self, name: str) -> OutputSpec | None:
-        return next((o for o in self.outputs if o.name == name), None)
+        return next((o for o in self.result_outputs if o.name == name), None)
+
+    @property
+    def allowed_tool_names(self) -> tuple[str, ...]:
+        """``allowed-tools`` one tool a member: a YAML list as written, a line split at
+        spaces and commas outside parentheses (``Bash(git diff *) Read``)."""
+        if self.allowed_tools is None or isinstance(self.allowed_tools, tuple):
+            return tuple(t.strip() for t in self.allowed_tools or () if t.strip())
+        names, depth, current = [], 0, ""
+        for char in self.allowed_tools:
+            depth += (char == "(") - (char == ")")
+            if depth <= 0 and (char.isspace() or char == ","):
+                depth = 0
+                if current:
+                    names.append(current)
+                current = ""
+            else:
+                current += char
+        return (*names, current) if current else tuple(names)
 
 
+# SKILL.md's fields in either form: the spec's, and Claude Code's that skillq honours
+# (where Claude Code reads them, so an export keeps them there).
+FRONTMATTER_FIELDS = SPEC_FIELDS | {DISABLE_MODEL_INVOCATION}
 EXECUTION_FIELDS = frozenset(
-    (f.alias or name) for name, f in Manifest.model_fields.items()) - SPEC_FIELDS
+    (f.alias or name) for name, f in Manifest.model_fields.items()
+) - FRONTMATTER_FIELDS - {"kept"}
+KNOWN_FIELDS = FRONTMATTER_FIELDS | EXECUTION_FIELDS

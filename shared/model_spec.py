@@ -37,6 +37,22 @@ FORMS = ("provider:name (anthropic:claude-haiku-4-5; openai:gpt-4.1 for the Resp
          "API; openai-chat:NAME for any OpenAI-compatible Chat Completions server such as "
          "Ollama, vLLM or llama.cpp) or a bare claude-..., gpt-... or o1/o3/o4... name")
 AGENT_MODEL_SETTING = "SKILLQ_AGENT_MODEL"
+# Claude Code's model names that are not a model: `inherit` (the session's model) and the
+# aliases of a family whose current model only Claude Code knows. A skill may keep one;
+# its step runs on the model it would run on had it set none (effective_model).
+CLAUDE_CODE_ALIASES = frozenset({"inherit", "default", "haiku", "sonnet", "opus", "opusplan",
+                                 "sonnet[1m]", "opus[1m]"})
+
+
+def is_claude_code_alias(spec: str) -> bool:
+    return spec.strip().lower() in CLAUDE_CODE_ALIASES
+
+
+def alias_note(spec: str) -> str:
+    """What becomes of a skill's Claude Code model alias, for a warning or an error."""
+    return (f"model '{spec}' is a Claude Code alias, not a model skillq can place: the step "
+            f"runs on the daemon's model ({AGENT_MODEL_SETTING}) as if the skill set none; "
+            "to pin one, write provider:name, e.g. model: anthropic:claude-haiku-4-5")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +102,12 @@ def effective_model(manifest_model: str | None, model_override: bool,
     3. the daemon's default (SKILLQ_AGENT_MODEL);
     4. the skill's ``model``.
 
-    AgentError when none is set, naming the setting to fix that.
+    AgentError when none is set, naming the setting to fix that. A skill's Claude Code
+    alias (``sonnet``, ``inherit``) counts as no model.
     """
+    alias = manifest_model if manifest_model and is_claude_code_alias(manifest_model) else None
+    if alias:
+        manifest_model = None
     if model_override and manifest_model:
         return resolve(manifest_model, where="the skill's model")
     if requested:
@@ -96,6 +116,8 @@ def effective_model(manifest_model: str | None, model_override: bool,
         return resolve(daemon_default, where=AGENT_MODEL_SETTING)
     if manifest_model:
         return resolve(manifest_model, where="the skill's model")
-    raise AgentError(f"no model for this agent step: the skill sets no model and this "
+    sets = f"the skill's model '{alias}' is a Claude Code alias, which names no model " \
+        "skillq can place," if alias else "the skill sets no model"
+    raise AgentError(f"no model for this agent step: {sets} and this "
                      f"daemon has no default; set {AGENT_MODEL_SETTING} (e.g. "
                      f"anthropic:claude-haiku-4-5) or the skill's model field")

@@ -146,7 +146,7 @@ def _check_output_refs(owner: Skill, loc: tuple[str | int, ...], value: Any, ski
                 continue
             callee = skills.get(steps[ref.name].skill_name)
             if callee is not None and callee.manifest.output(ref.path[0]) is None:
-                names = [o.name for o in callee.manifest.outputs]
+                names = [o.name for o in callee.manifest.result_outputs]
                 close = difflib.get_close_matches(ref.path[0], names, n=1)
                 hint = f"did you mean '{close[0]}'?" if close else \
                     f"it outputs: {', '.join(names) or 'nothing'}"

@@ -18,11 +18,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from shared import agentskills
+from shared.kept_fields import set_aside
 from shared.locate import Locator, field_name
 from shared.manifest import EXECUTION_FIELDS, SPEC_FIELDS, Manifest
 from shared.problems import Problem, display_path
 from shared.pydantic_problems import problems_from
 from shared.skillfiles import Benchmarks, SubSkills
+from shared.valuetypes import json_trouble, unstorable_at
 from shared.yamlload import Loc, Parsed, YamlProblem, load_mapping
 
 SIDECAR = "skill.yaml"
@@ -30,7 +32,6 @@ BENCHMARKS = "benchmarks.json"
 SUB_SKILLS = "sub-skills.json"
 M = TypeVar("M", bound=BaseModel)
 _TEXT_FIELDS = frozenset(SPEC_FIELDS | {"label"})
-_ALL_FIELDS = sorted(SPEC_FIELDS | EXECUTION_FIELDS)
 
 
 class SkillForm(StrEnum):
@@ -52,6 +53,8 @@ class Skill:
     sub_skills: SubSkills | None = None
     # Top-level fields that were invalid and left out, so later checks do not echo them.
     repaired: frozenset[str] = frozenset()
+    # What skillq ignores but keeps (shared/kept_fields.py): never a reason not to run.
+    warnings: tuple[Problem, ...] = ()
 
     def problem(self, loc: Loc, message: str) -> Problem:
         return self.locator.problem(loc, message)
@@ -86,8 +89,9 @@ def split_frontmatter(text: str) -> tuple[str, str, int]:
     raise YamlProblem("frontmatter is not closed: add a '---' line after the YAML fields", 1)
 
 
-def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
-    """The skill in ``folder`` and every problem found reading it (None when unusable)."""
+def load_skill(folder: Path, *, strict: bool = False) -> tuple[Skill | None, list[Problem]]:
+    """The skill in ``folder`` and every problem found reading it (None when unusable);
+    ``strict`` refuses the fields skillq would keep without using (`validate --strict`)."""
     problems: list[Problem] = []
     skill_md = agentskills.find_skill_md(folder)
     if skill_md is None:
@@ -107,18 +111,21 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
     data = dict(front.data)
     form = SkillForm.BOT0 if set(data) & EXECUTION_FIELDS else SkillForm.PLAIN
     sidecar = folder / SIDECAR
+    sidecar_keys: set[str] = set()
     if sidecar.is_file():
         form = SkillForm.AGENTSKILLS
         side = _load_sidecar(sidecar, front, problems)
         if side is None:  # half a manifest would blame every caller of this skill
             return None, problems
         locator.add(sidecar, side)
+        sidecar_keys = set(side.data)
         data.update({k: v for k, v in side.data.items() if k not in SPEC_FIELDS})
 
-    for key in [k for k in data if k not in _ALL_FIELDS]:
-        hint = agentskills.unknown_field_hint(key, _ALL_FIELDS)
-        problems.append(locator.problem((key,), f"unknown field; {hint}"))
-        del data[key]
+    aside = set_aside(data, front_keys=set(front.data), sidecar_keys=sidecar_keys,
+                      strict=strict, problem=locator.problem)
+    problems.extend(aside.problems)
+    if aside.kept:
+        data["kept"] = aside.kept
 
     for check, key in ((agentskills.name_problems, "name"),
                        (agentskills.description_problems, "description"),
@@ -139,6 +146,7 @@ def load_skill(folder: Path) -> tuple[Skill | None, list[Problem]]:
 
     skill = Skill(name=manifest.name, folder=folder, manifest=manifest, body=body, form=form,
                   skill_md=skill_md, locator=locator, repaired=repaired,
+                  warnings=tuple(aside.warnings),
                   benchmarks=_load_json(folder / BENCHMARKS, Benchmarks, problems),
                   sub_skills=_load_json(folder / SUB_SKILLS, SubSkills, problems))
     return skill, _dedupe(problems)
@@ -202,6 +210,17 @@ def _load_sidecar(path: Path, front: Parsed, problems: list[Problem]) -> Parsed 
     return side
 
 
+def _stored_part(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without its test cases' inputs: those are a run's inputs, checked where
+    every run's are (shared/inputs.py), and a case expecting failure may give bad ones
+    on purpose. The rest (ids, names, expectations) is recorded as it is written."""
+    tests = data.get("tests")
+    if not isinstance(tests, list):
+        return data
+    return {**data, "tests": [{k: v for k, v in t.items() if k != "inputs"}
+                              if isinstance(t, dict) else t for t in tests]}
+
+
 def _load_json(path: Path, model: type[M], problems: list[Problem]) -> M | None:
     if not path.is_file():
         return None
@@ -214,8 +233,15 @@ def _load_json(path: Path, model: type[M], problems: list[Problem]) -> M | None:
     except json.JSONDecodeError as exc:
         problems.append(Problem(shown, "(file)", f"is not valid JSON: {exc.msg}", exc.lineno))
         return None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting
+        problems.append(Problem(shown, "(file)", json_trouble(exc)))
+        return None
     if not isinstance(data, dict):
         problems.append(Problem(shown, "(file)", "must hold one JSON object"))
+        return None
+    if found := unstorable_at(_stored_part(data)):  # a "\u0000" escape, say
+        where, why = found
+        problems.append(Problem(shown, where or "(file)", why))
         return None
     try:
         return model.model_validate(data)

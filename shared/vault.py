@@ -32,6 +32,8 @@ class Vault:
     problems: tuple[Problem, ...]
     folders: tuple[Path, ...]
     cycles: Mapping[Problem, frozenset[str]] = field(default_factory=dict)
+    # Fields skillq keeps but ignores (shared/kept_fields.py): reported, never a problem.
+    warnings: tuple[Problem, ...] = ()
 
     def get(self, name: str) -> Skill:
         name = name.removeprefix("/")  # a /slug token names the same skill
@@ -47,6 +49,11 @@ class Vault:
         return [p for p in self.problems
                 if p.path == prefix or p.path.startswith(prefix.rstrip("/") + "/")
                 or folder.name in self.cycles.get(p, ())]
+
+    def warnings_in(self, folder: Path) -> list[Problem]:
+        prefix = display_path(folder)
+        return [w for w in self.warnings
+                if w.path == prefix or w.path.startswith(prefix.rstrip("/") + "/")]
 
     @property
     def valid(self) -> bool:
@@ -65,19 +72,21 @@ def skill_folders(root: Path) -> list[Path]:
                   if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED)
 
 
-def load_vault(root: Path) -> Vault:
-    """Read and check every skill under ``root`` (no cache; see open_vault)."""
+def load_vault(root: Path, *, strict: bool = False) -> Vault:
+    """Read and check every skill under ``root`` (no cache; see open_vault); ``strict``
+    refuses the fields skillq would keep without using (`skillq validate --strict`)."""
     if not root.exists():
         raise VaultError(f"vault {display_path(root)} does not exist; pass --vault PATH or set "
                          "SKILLQ_VAULT")
     if not root.is_dir():
         raise VaultError(f"vault {display_path(root)} is not a folder")
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     skills: dict[str, Skill] = {}
     broken: set[str] = set()
     folders = skill_folders(root)
     for folder in folders:
-        skill, found = load_skill(folder)
+        skill, found = load_skill(folder, strict=strict)
         problems.extend(found)
         if skill is None:
             broken.add(folder.name)
@@ -86,6 +95,7 @@ def load_vault(root: Path) -> Vault:
                                           f"{display_path(skills[skill.name].folder)}"))
         else:
             skills[skill.name] = skill
+            warnings.extend(skill.warnings)
             problems.extend(check_skill(skill))
             if skill.name in RESERVED:
                 problems.append(skill.problem(("name",), f"'{skill.name}' is the name of a "
@@ -97,7 +107,7 @@ def load_vault(root: Path) -> Vault:
     cycles = dict(check_sub_skill_cycles(skills))
     problems.extend(cycles)
     return Vault(root, skills, tuple(sorted(set(problems), key=Problem.sort_key)),
-                 tuple(folders), cycles)
+                 tuple(folders), cycles, tuple(sorted(warnings, key=Problem.sort_key)))
 
 
 # By folder and by where its problems' paths are shown from (they are rendered at load).

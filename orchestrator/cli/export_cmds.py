@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.common import VaultOption, out, vault
-from orchestrator.forms import derived_sub_skills, write_skill, write_sub_skills
+from orchestrator.forms import client_fields, derived_sub_skills, write_skill, write_sub_skills
 from shared.errors import ValidationFailed, VaultError
 from shared.problems import display_path
 from shared.vault import forget_vaults
@@ -25,7 +25,8 @@ def export(
         help="Skill to export (default: every skill in the vault).", show_default=False)] = None,
     agentskills: Annotated[Path | None, typer.Option(
         "--agentskills", metavar="OUT", help="Write the Agent Skills form into OUT: SKILL.md "
-        "with only the spec fields (passes `agentskills validate`) plus skill.yaml.")] = None,
+        "with the spec fields (passes `agentskills validate`) plus skill.yaml; Claude "
+        "Code's fields stay in SKILL.md as written.")] = None,
     bot0: Annotated[Path | None, typer.Option(
         "--bot0", metavar="OUT", help="Write the bot0 form into OUT: every field in "
         "SKILL.md's frontmatter.")] = None,
@@ -65,6 +66,10 @@ def export(
     for skill in skills:
         target = write_skill(skill, out_dir, form)
         out.print(f"{skill.name} -> {display_path(target)} ({form} form)", markup=False)
+        client = client_fields(skill.manifest)
+        if client and form == "agentskills":
+            out.print(f"  kept in SKILL.md as written: {', '.join(client)} (fields outside "
+                      "the specification, which `agentskills validate` refuses)", markup=False)
 
 
 def sync(name: str, vault_opt: VaultOption = None) -> None:

@@ -50,10 +50,15 @@ def validate(
     spec: Annotated[Spec, typer.Option(
         help="skillq: the full skill contract; agentskills: the Agent Skills specification "
              "only, with the reference validator's verdict.")] = Spec.skillq,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="skillq rules: refuse every field skillq would keep without using "
+        "it (Claude Code's, unknown ones in a plain folder, a Claude Code model alias) "
+        "instead of warning about it.")] = False,
     vault_opt: VaultOption = None,
 ) -> None:
     """Check skills and report every problem as `<file>: <field>: <what to fix>`.
 
+    A field skillq keeps without using it is a `warning:` line, never a problem.
     Exit 0 when valid, 1 when a problem was found, 2 on a usage error.
     """
     target = path if path is not None else vault_path(vault_opt)
@@ -64,20 +69,27 @@ def validate(
         out.print(str(stray), markup=False)
         out.print(f"✗ nothing to check in {display_path(target)} ({spec} rules)", style="red")
         raise typer.Exit(1)
-    if spec is Spec.agentskills:
+    warnings: list[Problem] = []
+    if spec is Spec.agentskills:  # the reference's verdict: strict already
         problems, count = _validate_agentskills(target)
     else:
         root, folder = vault_of(target)
-        loaded = load_vault(root)
+        loaded = load_vault(root, strict=strict)
         problems = loaded.problems_in(folder) if folder else list(loaded.problems)
+        warnings = loaded.warnings_in(folder) if folder else list(loaded.warnings)
         count = 1 if folder else len(loaded.folders)
     for problem in problems:
         out.print(str(problem), markup=False)
+    for warning in warnings:
+        out.print(f"warning: {warning}", style="yellow", markup=False)
+    rules = f"{spec} rules, strict" if strict and spec is Spec.skillq else f"{spec} rules"
     if problems:
         out.print(f"✗ {len(problems)} problem(s) in {count} skill folder(s) checked "
-                  f"({spec} rules)", style="red")
+                  f"({rules})", style="red")
         raise typer.Exit(1)
-    out.print(f"✓ {count} skill(s) valid ({spec} rules)", style="green")
+    kept = f"; {len(warnings)} warning(s): what skillq keeps without using " \
+        "(`--strict` refuses it)" if warnings else ""
+    out.print(f"✓ {count} skill(s) valid ({rules}){kept}", style="green")
 
 
 def _neither_skill_nor_vault(target: Path) -> Problem | None:
@@ -187,7 +199,8 @@ def show(name: str, vault_opt: VaultOption = None) -> None:
            [(i.name, i.type, "yes" if i.required else "", repr(i.default) if i.has_default
              else "", one_line(i.description)) for i in m.inputs])
     _table("outputs", ("name", "type", "from", "description"),
-           [(o.name, o.type, o.from_ or "", one_line(o.description)) for o in m.outputs])
+           [(o.name, o.type, o.from_ or "", one_line(o.description))
+            for o in m.result_outputs])
     if m.steps:
         deps = step_dependencies(m)
         _table("steps", ("id", "skill", "after", "for_each", "on_failure"),
@@ -200,6 +213,8 @@ def show(name: str, vault_opt: VaultOption = None) -> None:
     problems = loaded.problems_in(skill.folder)
     for problem in problems:
         out.print(f"problem: {problem}", style="red", markup=False)
+    for warning in loaded.warnings_in(skill.folder):
+        out.print(f"warning: {warning}", style="yellow", markup=False)
 
 
 def _show_benchmarks(skill: Skill) -> None:
@@ -239,7 +254,8 @@ def catalog(
     """The progressive-disclosure listing: what a model sees before loading a skill.
 
     Pinned skills come first; disabled skills are left out (they cannot run), and so are
-    skills that do not validate, each named in one warning line on stderr.
+    skills that do not validate, each named in one warning line on stderr, and skills
+    that set `disable-model-invocation: true` (a model is never offered them).
     """
     from orchestrator.library.reach import library_view
 
@@ -250,6 +266,11 @@ def catalog(
         err.print(line, style="yellow", markup=False)
     valid = {n: s for n, s in loaded.skills.items() if not loaded.problems_in(s.folder)}
     skills = [valid[n] for n in library.pinned_first(sorted(valid)) if library.state(n).enabled]
+    for skill in [s for s in skills if s.manifest.disable_model_invocation]:
+        err.print(f"note: left out {skill.name}: it sets disable-model-invocation: true, so "
+                  "no model is offered it (`skillq run` still runs it)", style="dim",
+                  markup=False)
+    skills = [s for s in skills if not s.manifest.disable_model_invocation]
     # The folder resolved and SKILL.md named as found, as the reference builds the path:
     # resolving the file itself would follow a symlinked SKILL.md elsewhere.
     entries = [CatalogEntry(s.name, s.manifest.description,

@@ -35,6 +35,11 @@ class Library:
                  if not self.vault.problems_in(s.folder) and self.view.state(n).enabled]
         return [self.vault.skills[n] for n in self.view.pinned_first(names)]
 
+    def offered(self) -> list[Skill]:
+        """What a client's model is offered (list_skills): the enabled skills but those
+        that set disable-model-invocation, which a person still invokes as a prompt."""
+        return [s for s in self.enabled() if not s.manifest.disable_model_invocation]
+
     def get(self, name: str) -> Skill:
         """An enabled skill by slug (a leading `/`, the chat token's, is dropped)."""
         slug = name.strip().removeprefix("/")
@@ -54,7 +59,8 @@ def listing(skill: Skill, view: LibraryView) -> dict[str, Any]:
             "description": " ".join(m.description.split()), "kind": str(m.kind),
             "inputs": [_port(i.name, str(i.type), i.required, i.description)
                        for i in m.inputs],
-            "outputs": [_port(o.name, str(o.type), None, o.description) for o in m.outputs]}
+            "outputs": [_port(o.name, str(o.type), None, o.description)
+                        for o in m.result_outputs]}
 
 
 def _port(name: str, vtype: str, required: bool | None, description: str | None
@@ -79,9 +85,9 @@ def instructions(skill: Skill) -> str:
                 f"default {json.dumps(spec.default)}" if spec.has_default else "optional")
             about = f": {' '.join(spec.description.split())}" if spec.description else ""
             parts.append(f"- {spec.name} ({spec.type}, {how}){about}")
-    if m.outputs:
-        parts += ["", "Declared outputs:"]
-        parts += [f"- {o.name} ({o.type})" for o in m.outputs]
+    if m.result_outputs:
+        parts += ["", "Declared outputs:" if m.outputs else "Outputs:"]
+        parts += [f"- {o.name} ({o.type})" for o in m.result_outputs]
     parts += ["", f'skillq runs it on its own workers with the run_skill tool (name '
               f'"{skill.name}"), recorded like any run.', "</skill_content>"]
     return "\n".join(parts)

@@ -58,7 +58,7 @@ class Server:
 
     def list_skills(self) -> list[dict[str, Any]]:
         library = self.library()
-        return [listing(skill, library.view) for skill in library.enabled()]
+        return [listing(skill, library.view) for skill in library.offered()]
 
     def load_skill(self, name: str) -> str:
         return instructions(self.library().get(name))

@@ -51,12 +51,20 @@ def ask_prompt(ask: Skill, text: str, skills: Mapping[str, Skill],
                catalog_budget_chars: int, tool_calls: bool = True) -> AskPrompt:
     """The prompt of one `skillq ask` request over ``skills`` (the vault's), whose library
     states ``entries`` gives (token_entries). A model without tool calls gets seed 004's
-    fallback: the catalog's bodies inline, as far as the prompt budget allows."""
+    fallback: the catalog's bodies inline, as far as the prompt budget allows.
+
+    A skill that sets ``disable-model-invocation`` is not in the catalog; the person may
+    still invoke it with its /slug, which brings its instructions and lets the model
+    load and execute it for this request."""
     resolution = resolve(text, entries)
     offered = [skills[n] for n in sorted(skills)
-               if n != ask.name and n in entries and entries[n].enabled]
+               if n != ask.name and n in entries and entries[n].enabled
+               and not skills[n].manifest.disable_model_invocation]
     listed = catalog(offered, catalog_budget_chars, tool_calls=tool_calls)
     invoked = [s for s, state in _invoked(resolution) if state is TokenState.ENABLED]
+    # the skills the tools may name: the catalog, and what the person invoked
+    usable = (*listed.names, *(n for n in invoked if n not in listed.names)) \
+        if tool_calls else listed.names
     inline = list(invoked)
     if not tool_calls:
         inline += [n for n in listed.names if n not in invoked]
@@ -84,8 +92,8 @@ def ask_prompt(ask: Skill, text: str, skills: Mapping[str, Skill],
                         f"{prompt_budget_chars} characters ({PROMPT_SETTING}) and were left "
                         "out")
     tools = (SKILL_TOOL, EXECUTE_SKILL_TOOL, IMPROVEMENT_NOTE_TOOL) if tool_calls and \
-        listed.names else (IMPROVEMENT_NOTE_TOOL,) if tool_calls else ()
-    step = StepPrompt(system, resolution.text, listed.names, (), tuple(warnings))
+        usable else (IMPROVEMENT_NOTE_TOOL,) if tool_calls else ()
+    step = StepPrompt(system, resolution.text, usable, (), tuple(warnings))
     return AskPrompt(step, resolution, tools)
 
 

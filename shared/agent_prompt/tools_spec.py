@@ -75,16 +75,25 @@ def tools_for(manifest: Manifest, allowed: Collection[str], *, tool_calls: bool 
     """The tools a step of ``manifest`` is offered, given the skills it may use.
 
     ``skill`` and ``execute_skill`` only when there is a skill to name (a tool with no
-    valid argument only invites made-up names); ``bash`` only when ``tools_used`` lists
-    it; none for a model without tool calls.
+    valid argument only invites made-up names); ``bash`` only when the skill asks for it
+    (``offers_bash``); none for a model without tool calls.
     """
     if not tool_calls:
         return ()
     found = [SKILL_TOOL, EXECUTE_SKILL_TOOL] if allowed else []
     found.append(IMPROVEMENT_NOTE_TOOL)
-    if BASH in manifest.tools_used:
+    if offers_bash(manifest):
         found.append(BASH_TOOL)
     return tuple(found)
+
+
+def offers_bash(manifest: Manifest) -> bool:
+    """Whether a step of ``manifest`` gets the ``bash`` tool: ``tools_used`` lists it, or
+    ``allowed-tools`` names Claude Code's Bash, bare or with a pattern (``Bash(git:*)``).
+    A pattern is not enforced: every call runs in the step's sandbox, under its limits,
+    whatever the command (workers/agent/bash_tool.py), which bounds it instead."""
+    return BASH in manifest.tools_used or any(
+        name == "Bash" or name.startswith("Bash(") for name in manifest.allowed_tool_names)
 
 
 def allowed_skills(skill: Skill, vault: Mapping[str, Skill],
@@ -94,7 +103,8 @@ def allowed_skills(skill: Skill, vault: Mapping[str, Skill],
     By default those its sub-skills.json lists, in its order: the declared DAG, so
     cycles, dependents and routing stay checkable before anything runs. ``catalog: all``
     opens every skill of the vault, by name. Either way a disabled skill, one the vault
-    does not hold, and the skill itself are left out.
+    does not hold, one that sets ``disable-model-invocation`` (a person's to start, not a
+    model's) and the skill itself are left out.
     """
     if skill.manifest.catalog == "all":
         names = sorted(vault)
@@ -102,4 +112,5 @@ def allowed_skills(skill: Skill, vault: Mapping[str, Skill],
         listed = skill.sub_skills.sub_skills if skill.sub_skills else ()
         names = list(dict.fromkeys(s.skill_id for s in listed))
     blocked = set(disabled)
-    return [n for n in names if n in vault and n not in blocked and n != skill.name]
+    return [n for n in names if n in vault and n not in blocked and n != skill.name
+            and not vault[n].manifest.disable_model_invocation]

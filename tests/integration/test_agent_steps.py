@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import (
+    REPO,
     VAULTS,
     RunResult,
     Stack,
@@ -118,6 +120,44 @@ def test_an_invalid_answer_is_asked_for_again_then_fails_clearly(
     assert "did not fit the declared outputs" in result.proc.stderr
     assert "Traceback" not in result.proc.stderr
     assert len(llm.requests(k)) == 2  # the answer, and one retry
+
+
+def _with_marker(skill_md: Path, marker: str) -> None:
+    """The conversation key in the body: a plain skill has no inputs to carry it."""
+    skill_md.write_text(skill_md.read_text(encoding="utf-8") + f"\n{marker}\n",
+                        encoding="utf-8")
+
+
+# A plain folder names no model: the daemon's default serves it.
+@pytest.mark.agent_env(SKILLQ_AGENT_MODEL="anthropic:claude-haiku-4-5")
+def test_a_plain_skill_s_text_answer_reaches_the_person_and_later_steps(
+        healthy: Stack, llm: FakeLLM, run_skill: RunSkill, tmp_path: Path) -> None:
+    """Issue 41, item 3: a skill that declares no outputs (anthropics' brand-guidelines,
+    as published) answers in text, and that text is its one output, `answer`."""
+    vault = copy_vault(VAULTS / "plain-answer", tmp_path / "vault")
+    brand = Path(shutil.copytree(REPO / "tests" / "fixtures" / "anthropic-layout" /
+                                 "skills" / "brand-guidelines", vault / "brand-guidelines"))
+    k, k2 = key(), key()
+    _with_marker(brand / "SKILL.md", llm.marker(k))
+    _with_marker(vault / "house-style" / "SKILL.md", llm.marker(k2))
+    llm.script(k, {"text": "Use Poppins for headings.", "usage": USAGE})
+    result = run_skill("brand-guidelines", vault, "--json")
+    assert result.code == 0, result
+    assert result.json() == {"answer": "Use Poppins for headings."}
+    (step,) = healthy.steps(result.run_id or "")
+    assert (step.state, step.queue, step.tokens_in) == ("succeeded", "agent", 1000)
+    shown = healthy.cli("run-show", result.run_id or "", cwd=tmp_path)
+    assert shown.returncode == 0 and "Use Poppins for headings." in shown.stdout, shown
+    # A skill no model is offered (disable-model-invocation) a person still runs, and its
+    # answer is what `skillq run` prints; then a later step of an orchestrator takes it.
+    llm.script(k2, {"text": "Ship it.", "usage": USAGE},
+               {"text": "We ship it today.", "usage": USAGE})
+    direct = run_skill("house-style", vault)
+    assert direct.code == 0, direct
+    assert json.loads(direct.stdout) == {"answer": "Ship it."}
+    flow = run_skill("styled-shout", vault, "--json")
+    assert flow.code == 0, flow
+    assert flow.json() == {"styled": "We ship it today.", "shouted": "WE SHIP IT TODAY."}
 
 
 def test_a_budget_stops_the_requests_it_cannot_pay_for(

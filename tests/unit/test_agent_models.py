@@ -85,8 +85,20 @@ def test_no_model_anywhere_names_the_setting() -> None:
 def test_a_bad_value_names_where_it_came_from() -> None:
     with pytest.raises(AgentError, match=r"^SKILLQ_AGENT_MODEL: model 'llama3'"):
         effective_model("claude-haiku-4-5", False, "llama3")
-    with pytest.raises(AgentError, match=r"^the skill's model: model 'sonnet'"):
-        effective_model("sonnet", True, "openai:gpt-4.1")
+    with pytest.raises(AgentError, match=r"^the skill's model: model 'gemini-pro'"):
+        effective_model("gemini-pro", True, "openai:gpt-4.1")
+
+
+@pytest.mark.parametrize("alias", ["sonnet", "inherit", "Opus", "haiku"])
+def test_a_claude_code_alias_counts_as_no_model(alias: str) -> None:
+    # Claude Code's `model: sonnet` names a family only Claude Code resolves, `inherit`
+    # the session's model: the step runs on what it would run on had the skill set none.
+    assert str(effective_model(alias, True, "openai:gpt-4.1")) == "openai:gpt-4.1"
+    assert str(effective_model(alias, False, None, "claude-haiku-4-5")) == \
+        "anthropic:claude-haiku-4-5"
+    with pytest.raises(AgentError, match=rf"the skill's model '{alias}' is a Claude Code "
+                       "alias.*set SKILLQ_AGENT_MODEL"):
+        effective_model(alias, False, None)
 
 
 @pytest.mark.parametrize(("provider", "env", "missing"), [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,30 @@ def test_outputs_named_like_basemodel_attributes_keep_their_names() -> None:
     assert outputs_of(model.model_validate(values)) == values
 
 
-def test_no_outputs_means_a_text_answer_and_empty_outputs() -> None:
-    assert output_type(manifest()) is str
-    assert outputs_of("Done: the report is in the chat.") == {}
-    assert output_model(manifest()).model_json_schema()["properties"] == {}
+def test_no_outputs_means_a_text_answer_that_is_its_one_output() -> None:
+    plain = manifest()
+    assert output_type(plain) is str
+    assert outputs_of("Done: the report is in the chat.") == {
+        "answer": "Done: the report is in the chat."}
+    assert output_model(plain).model_json_schema()["properties"] == {}
+    # what a run returns, what run-show and MCP describe, what a later step may reference
+    assert plain.answers_in_text
+    assert [(o.name, o.type) for o in plain.result_outputs] == [("answer", "string")]
+    assert plain.output("answer") is not None
+
+
+def test_only_an_agent_leaf_without_outputs_answers_in_text() -> None:
+    def made(**fields: Any) -> Manifest:
+        return Manifest.model_validate({"name": "probe", "description": "A probe.", **fields})
+
+    declared = made(outputs=[{"name": "summary", "type": "string"}])
+    script = made(run={"command": "python3 main.py"})
+    flow = made(steps=[{"id": "a", "skill": "other"}])
+    for m in (declared, script, flow):
+        assert not m.answers_in_text
+        assert m.output("answer") is None
+    assert [o.name for o in declared.result_outputs] == ["summary"]
+    assert made(approach="agent").answers_in_text
 
 
 def test_the_youtube_agent_skills_outputs() -> None:
@@ -125,3 +146,18 @@ def test_the_youtube_agent_skills_outputs() -> None:
         props = kind.model_json_schema()["properties"]
         assert {k: v["type"] for k, v in props.items()} == fields
         assert all(v.get("description") for v in props.values())
+
+
+PLAIN_ANSWER = Path(__file__).parents[1] / "integration" / "vaults" / "plain-answer"
+
+
+def test_a_later_step_may_take_a_plain_skill_s_answer(tmp_path: Path) -> None:
+    assert load_vault(PLAIN_ANSWER).problems == ()  # ${steps.style.outputs.answer}
+    vault = Path(shutil.copytree(PLAIN_ANSWER, tmp_path / "vault"))
+    flow = vault / "styled-shout" / "SKILL.md"
+    flow.write_text(flow.read_text(encoding="utf-8").replace(
+        "text: ${steps.style.outputs.answer}", "text: ${steps.style.outputs.answr}"),
+        encoding="utf-8")
+    problems = [p.message for p in load_vault(vault).problems]
+    assert problems == ["${steps.style.outputs.answr}: 'house-style' has no output 'answr'; "
+                        "did you mean 'answer'?"], problems

@@ -673,7 +673,9 @@ def test_export_usage_errors(tmp_path: Path) -> None:
     run = skillq("export", "godo", "--agentskills", tmp_path / "a", "--vault", vault,
                  cwd=tmp_path, expect=2)
     assert "did you mean 'good'" in run.stderr
-    write_skill(vault, "bad", "name: bad\ndescription: Broken. Use it never.\ncolour: red\n")
+    # An unknown field is an error beside skillq's fields (in a plain folder, a warning).
+    write_skill(vault, "bad", "name: bad\ndescription: Broken. Use it never.\n"
+                "approach: agent\ncolour: red\n")
     run = skillq("export", "--agentskills", tmp_path / "a", "--vault", vault, cwd=tmp_path,
                  expect=1)
     assert "colour" in run.stderr

@@ -1,4 +1,5 @@
-"""``bash``: an agent step runs a command, only when its ``tools_used`` lists ``bash``.
+"""``bash``: an agent step runs a command, only when its ``tools_used`` lists ``bash`` or
+its ``allowed-tools`` names Claude Code's Bash (tools_spec.offers_bash).
 
 Each call runs through the script executor, as a script step would: a scratch copy of
 the skill folder as its working directory, its own session and a scrubbed environment

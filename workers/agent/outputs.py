@@ -7,8 +7,10 @@ schema, descriptions included, so each output's description is its instruction; 
 answer that does not fit goes back to the model as a retry, then fails the step.
 
 A skill that declares no outputs (a plain Agent Skills folder) answers in text:
-``output_type`` is ``str``, and its outputs are ``{}`` as a script's without outputs
-are, so nothing downstream can come to depend on prose it never declared.
+``output_type`` is ``str``, and that text is its one output, ``answer`` (a string:
+Manifest.result_outputs), so the answer reaches the person (`skillq run`, run-show, the
+dashboard, MCP) and a later step (``${steps.ID.outputs.answer}``) instead of staying in
+the transcript.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pydantic import (
     create_model,
 )
 
-from shared.manifest import Manifest
+from shared.manifest import ANSWER, Manifest
 from shared.valuetypes import ValueType
 
 
@@ -88,9 +90,10 @@ def output_type(manifest: Manifest) -> type[BaseModel] | type[str]:
 
 
 def outputs_of(answer: BaseModel | str) -> dict[str, Any]:
-    """The step's outputs (JSON values, by declared name) from the agent's answer."""
+    """The step's outputs (JSON values, by declared name) from the agent's answer; a text
+    answer (no outputs declared) is the one output ``answer``."""
     if isinstance(answer, str):
-        return {}
+        return {ANSWER: answer}
     dumped: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
     return dumped
 

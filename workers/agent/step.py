@@ -48,16 +48,20 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                   allowed=names, workdir=workdir)
     tools = [NoteTool(ctx.database_url, row_id, pipeline=pipeline, vault=vault,
                       secrets=secrets, worker=worker).tool()]
-    if tools_spec.BASH in skill.manifest.tools_used:
+    if tools_spec.offers_bash(skill.manifest):
         tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
                               max_output_bytes=ctx.settings.max_output_bytes,
                               sandbox=sandboxes.current(ctx.settings)).tool())
     asked = skill.name == ASK
     stream = TextStream(ctx.database_url, run_id) if asked else None
+    # `skillq ask`'s prompt names what its model may use, a skill the person invoked
+    # included even when no model is offered it (disable-model-invocation)
+    usable = [s for n, s in sorted(vault.skills.items()) if n not in disabled] if asked \
+        else [vault.skills[n] for n in names]
     try:
         return run_agent_step(
             ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
-            catalog_skills=[vault.skills[n] for n in names],
+            catalog_skills=usable,
             timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
             calls=calls, extra_tools=tools, requested_model=requested,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
