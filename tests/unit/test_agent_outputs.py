@@ -161,3 +161,17 @@ def test_a_later_step_may_take_a_plain_skill_s_answer(tmp_path: Path) -> None:
     problems = [p.message for p in load_vault(vault).problems]
     assert problems == ["${steps.style.outputs.answr}: 'house-style' has no output 'answr'; "
                         "did you mean 'answer'?"], problems
+
+
+def test_an_answer_the_record_cannot_hold_is_a_misfit_and_text_is_cleaned() -> None:
+    """A model's NUL or lone surrogate never reaches PostgreSQL: in declared outputs it is
+    a misfit the model is asked to correct; in a text answer it becomes U+FFFD."""
+    manifest = Manifest.model_validate({
+        "name": "nul", "description": "Answer. Use it for tests.",
+        "outputs": [{"name": "title", "type": "string"}, {"name": "meta", "type": "object"}]})
+    model = output_model(manifest)
+    for bad in ({"title": "a\x00b", "meta": {}}, {"title": "ok", "meta": {"k\x00": 1}},
+                {"title": "ok", "meta": {"k": ["\ud800"]}}):
+        with pytest.raises(ValidationError, match="cannot be stored"):
+            model.model_validate(bad)
+    assert outputs_of("a\x00b\ud800c") == {"answer": "a\ufffdb\ufffdc"}

@@ -30,10 +30,11 @@ from pydantic import (
     StrictStr,
     WithJsonSchema,
     create_model,
+    model_validator,
 )
 
 from shared.manifest import ANSWER, Manifest
-from shared.valuetypes import ValueType
+from shared.valuetypes import ValueType, unstorable
 
 
 def _number(value: Any) -> int | float:
@@ -60,6 +61,14 @@ class _Outputs(BaseModel):
     # output may be called `json` or `model_fields` without clashing with BaseModel.
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False,
                               serialize_by_alias=True, validate_by_alias=True)
+
+    @model_validator(mode="after")
+    def _storable(self) -> _Outputs:
+        # A model may answer a NUL (\u0000) or a lone surrogate, which the run's record
+        # cannot hold: a misfit it is asked to correct, as a wrong type is.
+        if problem := unstorable(self.model_dump(mode="json", by_alias=True)):
+            raise ValueError(f"the answer cannot be stored: {problem}")
+        return self
 
 
 def python_type(vtype: ValueType) -> Any:
@@ -92,10 +101,13 @@ def output_type(manifest: Manifest) -> type[BaseModel] | type[str]:
 def outputs_of(answer: BaseModel | str) -> dict[str, Any]:
     """The step's outputs (JSON values, by declared name) from the agent's answer; a text
     answer (no outputs declared) is the one output ``answer``."""
-    if isinstance(answer, str):
-        return {ANSWER: answer}
+    if isinstance(answer, str):  # text: what the record cannot hold becomes U+FFFD
+        return {ANSWER: _UNSTORABLE_CHARS.sub("\ufffd", answer)}
     dumped: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
     return dumped
+
+
+_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")  # NUL, lone surrogates
 
 
 def _plain(name: str) -> bool:
