@@ -2,7 +2,7 @@
 file or an MCP client gives it (relative to the caller, checked, named with this machine),
 routing to that machine's daemons, what a real script step sees (a plain path, git trusting
 exactly that folder) and the checks on a skill's declarations. Through real workers and
-bubblewrap: tests/integration/test_folder_inputs.py."""
+bubblewrap: tests/integration/test_folder_steps.py."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ dashboard's form (parse_form), MCP's run_skill and a skill's test cases (local_p
 an agent's execute_skill and every other run (resolve_inputs, through create_run), a
 script step's outputs (run_script), a skill's own files (load_skill), and the thin
 client's request to the local API. Through the real CLI, API, dashboard, MCP server and
-workers: tests/integration/test_unstorable_inputs.py.
+workers: tests/integration/test_unstorable_paths.py.
 """
 
 from __future__ import annotations
