@@ -294,20 +294,29 @@ def _at(where: Problem, message: str) -> Problem:
     return Problem(where.path, where.field, escaped(message))
 
 
-def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
-    """The local file ``text`` names (relative to ``base``), or why it cannot be one."""
+def _found(what: str, text: str, base: Path) -> tuple[Path, os.stat_result] | str:
+    """The path ``text`` names (relative to ``base``) and what stat says of it, or why
+    there is none; ``what``: file or folder, for the message."""
     if not text.strip():
-        return "is empty: give the path of a file"
+        return f"is empty: give the path of a {what}"
     if bad := text_problem(text, path=True):
         return bad
     # normpath, not resolve: the name is the one given, not a link's target (base is absolute)
     path = Path(os.path.normpath(base / Path(text).expanduser()))
     try:
-        st = path.stat()
+        return path, path.stat()
     except FileNotFoundError:
-        return f"file '{text}' does not exist (looked for {path})"
+        return f"{what} '{text}' does not exist (looked for {path})"
     except OSError as exc:
-        return f"file '{text}' cannot be read ({path}): {exc.strerror or exc}"
+        return f"{what} '{text}' cannot be read ({path}): {exc.strerror or exc}"
+
+
+def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
+    """The local file ``text`` names (relative to ``base``), or why it cannot be one."""
+    found = _found("file", text, base)
+    if isinstance(found, str):
+        return found
+    path, st = found
     if stat.S_ISDIR(st.st_mode):
         return f"'{text}' is a folder ({path}), not a file; give a file"
     if not stat.S_ISREG(st.st_mode):
@@ -323,17 +332,10 @@ def _local_file(text: str, base: Path, max_bytes: int) -> dict[str, Any] | str:
 
 def _local_dir(text: str, base: Path) -> dict[str, Any] | str:
     """The folder ``text`` names (relative to ``base``) on this machine, or why not."""
-    if not text.strip():
-        return "is empty: give the path of a folder"
-    if bad := text_problem(text, path=True):
-        return bad
-    path = Path(os.path.normpath(base / Path(text).expanduser()))
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return f"folder '{text}' does not exist (looked for {path})"
-    except OSError as exc:
-        return f"folder '{text}' cannot be read ({path}): {exc.strerror or exc}"
+    found = _found("folder", text, base)
+    if isinstance(found, str):
+        return found
+    path, st = found
     if not stat.S_ISDIR(st.st_mode):
         return f"'{text}' is not a folder ({path}); give a folder"
     if not os.access(path, os.R_OK | os.X_OK):
