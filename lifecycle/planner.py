@@ -18,7 +18,7 @@ refer to them. A 100,000-item fan-out's advance costs what a 10-item one's does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,15 +28,7 @@ from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from lifecycle import step_counts, transitions
 from lifecycle.recording import FilesDue
-from lifecycle.routing import (
-    Folder,
-    NoRoute,
-    OnlineDaemon,
-    Route,
-    folder_of,
-    recent_daemons,
-    route,
-)
+from lifecycle.routing import NoRoute, OnlineDaemon, Route, folder_of, recent_daemons, route
 from lifecycle.run_end import count_run, finish_parent
 from shared.cache import input_hash
 from shared.db import deferred
@@ -150,10 +142,7 @@ class _Advance:
     def _next_attempt(self, row: StepRun, due: datetime | None) -> None:
         # Routed again: the daemon that ran the last attempt may be the one that died.
         try:
-            where = self._route(self.plan.step(row.step_id), folder=folder_of(row.inputs))
-        except NoRoute as exc:
-            self._fail(row.step_id, row.item_index, f"no daemon can run it: {exc}")
-            return
+            where = self._route(self.plan.step(row.step_id), [row.inputs])
         except ResolveError as exc:
             self._fail(row.step_id, row.item_index, str(exc))
             return
@@ -302,11 +291,7 @@ class _Advance:
             prepared.append((number, inputs, ""))
         if not prepared:
             return True
-        try:  # given folders, it runs on their machine
-            folder = folder_of(*(inputs for _, inputs, _ in prepared))
-        except NoRoute as exc:
-            raise ResolveError(f"no daemon can run it: {exc}") from None
-        where = self._route(step, folder=folder)  # before any row: nobody can run it? fail
+        where = self._route(step, [inputs for _, inputs, _ in prepared])  # none can? fail
         size = self._batch_size(step.skill, len(prepared))
         inline = self.settings.inline_output_bytes
         for n, (index, inputs, _) in enumerate(prepared):  # stored before COPY takes over
@@ -328,18 +313,18 @@ class _Advance:
         self.open_steps.add(step.id)  # its items were just inserted pending
         return False
 
-    def _route(self, step: PlanStep, reuse_s: float | None = None,
-               folder: Folder | None = None) -> Route:
+    def _route(self, step: PlanStep, given: Sequence[Mapping[str, Any]] = (),
+               reuse_s: float | None = None) -> Route:
         if self.daemons is None or reuse_s is not None:
             with self.session.no_autoflush:  # a new run's row waits for the commit
                 self.daemons, self.earlier_read = recent_daemons(
                     self.session, self.settings.daemon_offline_after_s,
                     self.settings.routing_reuse_s if reuse_s is None else reuse_s)
         try:
-            return route(step.queue, step.requires, self.daemons, step.agent, folder)
+            return route(step.queue, step.requires, self.daemons, step.agent, folder_of(*given))
         except NoRoute as exc:
             if self.earlier_read:  # refused on an earlier read: only a fresh one may
-                return self._route(step, reuse_s=0.0, folder=folder)
+                return self._route(step, given, reuse_s=0.0)
             raise ResolveError(f"no daemon can run it: {exc}") from None
 
     def _batch_size(self, skill: str, items: int) -> int:
