@@ -53,12 +53,15 @@ if TYPE_CHECKING:  # the validate path imports this module: no SQLAlchemy at imp
     from sqlalchemy.orm import Session
 
 FILE_MAX_BYTES_ENV = "SKILLQ_FILE_MAX_BYTES"
+CLI_ORIGIN = "--input"  # inputs from `skillq run`'s command line (or its local API)
 
 
-def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files: bool = False
+def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files: bool = False,
+                   origin: str = "inputs"
                    ) -> list[tuple[str, str]]:
     """(".name", message) for every given input that does not fit, and every missing one.
-    ``local_files``: a file input may still be a local file, not stored yet."""
+    ``local_files``: a file input may still be a local file, not stored yet; ``origin``:
+    where the inputs came from (``--input``: the command line, whose flag the fix names)."""
     out: list[tuple[str, str]] = []
     declared = [i.name for i in manifest.inputs]
     for key, value in given.items():
@@ -74,8 +77,9 @@ def input_problems(manifest: Manifest, given: Mapping[str, Any], *, local_files:
             out.append((f".{key}", err))
     for spec in manifest.inputs:
         if spec.required and spec.name not in given:
-            out.append((f".{spec.name}", f"required input is missing ({spec.type}): "
-                        f"give it with --input {spec.name}=VALUE"))
+            how = f"give it with --input {spec.name}=VALUE" if origin == CLI_ORIGIN \
+                else "give it in the run's inputs"
+            out.append((f".{spec.name}", f"required input is missing ({spec.type}): {how}"))
     return out
 
 
@@ -104,7 +108,7 @@ def resolve_inputs(manifest: Manifest, given: Mapping[str, Any], *, origin: str 
     if session is not None:
         given = store_files(session, manifest, given)
     problems = [Problem(origin, f"{manifest.name}{field}", msg)
-                for field, msg in input_problems(manifest, given,
+                for field, msg in input_problems(manifest, given, origin=origin,
                                                  local_files=session is None)]
     if problems:
         raise InputError(problems)
@@ -205,7 +209,7 @@ def parse_cli_inputs(manifest: Manifest, pairs: Sequence[str], inputs_file: Path
     if problems:
         raise InputError(problems)
     given.update(from_cli)
-    return resolve_inputs(manifest, given, origin="--input")
+    return resolve_inputs(manifest, given, origin=CLI_ORIGIN)
 
 
 def local_paths(manifest: Manifest, data: Mapping[str, Any], base: Path, *,

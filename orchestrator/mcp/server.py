@@ -105,6 +105,7 @@ class Server:
 # The CLI's advice on giving an input (shared/inputs.py), and what an MCP client, which
 # has no `skillq run` flags or command line, does instead: its run_skill's `inputs`.
 _CLI_ADVICE = (("give it with --input {name}=VALUE", "give it in run_skill's inputs"),
+               ("give it in the run's inputs", "give it in run_skill's inputs"),
                ("give its path on the command line", "give its path"))
 
 

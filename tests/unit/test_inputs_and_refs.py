@@ -534,3 +534,17 @@ def test_find_cycle_on_a_long_chain_does_not_recurse() -> None:
     assert cycle[0] == cycle[-1]
 
 
+
+
+def test_a_missing_input_names_the_fix_of_where_the_inputs_came_from(
+        manifest: Manifest) -> None:
+    """The command line is told its flag; a run started otherwise (an agent's
+    execute_skill, MCP, a schedule) is not told of a flag it does not have."""
+    with pytest.raises(InputError) as cli:
+        parse_cli_inputs(manifest, [])
+    assert "give it with --input title=VALUE" in str(cli.value)
+    with pytest.raises(InputError) as other:
+        resolve_inputs(manifest, {})
+    assert "required input is missing (string): give it in the run's inputs" \
+        in str(other.value)
+    assert "--input" not in str(other.value)
