@@ -3,12 +3,13 @@
 A step goes to its approach's queue (``default``, ``dom0`` ...), which every daemon serving
 that queue class consumes. It is narrowed to one daemon's own queue (``default@gpu-box``)
 when the skill pins a daemon (``requires.daemon``), or when only some of the daemons
-serving the queue have the software and capabilities it requires, or (an agent step) the
-credentials of the model it would run on there (agent_routing.py). A step given a folder
-(a ``directory`` input) runs on a daemon of the machine that folder is on. Among eligible
-daemons, ``agent`` daemons are preferred to ``daily-driver`` ones; when several remain
-but not all, a fan-out's messages take turns among them. A step that no online daemon can
-run is refused before anything is sent, naming what is missing and who lacks it.
+serving the queue have the software, capabilities and MCP servers (``mcp:NAME``) it
+requires, or (an agent step) the credentials of the model it would run on there
+(agent_routing.py). A step given a folder (a ``directory`` input) runs on a daemon of the
+machine that folder is on. Among eligible daemons, ``agent`` daemons are preferred to
+``daily-driver`` ones; when several remain but not all, a fan-out's messages take turns
+among them. A step that no online daemon can run is refused before anything is sent,
+naming what is missing and who lacks it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from sqlalchemy.orm import Session
 from lifecycle.agent_routing import WorkerModels, lacks
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.manifest import Requires
+from shared.mcp_servers import SETTING as MCP_SETTING
+from shared.mcp_servers import capability as mcp_capability
 from shared.plan import AgentModel
 from shared.valuetypes import DIR_KEY, dir_values
 
@@ -138,6 +141,9 @@ def _lacks(daemon: OnlineDaemon, requires: Requires, queue: str = "",
     return [*(f"software '{s}'" for s in requires.software if s not in daemon.software),
             *(f"capability '{c}'" for c in requires.capabilities
               if c not in daemon.capabilities),
+            # announced as capabilities (workers/announce.py); named with their setting
+            *(f"MCP server '{n}' (declare it in {MCP_SETTING} there)" for n in requires.mcp
+              if mcp_capability(n) not in daemon.capabilities),
             *lacks(daemon.workers, daemon.name, queue, agent)]
 
 

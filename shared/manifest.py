@@ -15,11 +15,13 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     field_validator,
 )
 from typing_extensions import TypeAliasType
 
 from shared.agentskills import DISABLE_MODEL_INVOCATION
+from shared.mcp_servers import NAME as MCP_SERVER_NAME
 from shared.screen_spec import BrowserSpec, DesktopSpec
 from shared.valuetypes import ValueType, parse_type
 
@@ -146,6 +148,9 @@ class Requires(Frozen):
     capabilities: tuple[str, ...] = ()
     software: tuple[str, ...] = ()
     daemon: str | None = None
+    # MCP servers whose tools an agent step uses (Composio's `requires: {mcp: [rube]}`):
+    # routed to a daemon declaring them (SKILLQ_MCP_SERVERS, shared/mcp_servers.py).
+    mcp: tuple[Annotated[str, Field(pattern=rf"^{MCP_SERVER_NAME}$")], ...] = ()
 
 
 class Limits(Frozen):
@@ -234,6 +239,20 @@ class Manifest(Frozen):
     # Screen steps declared as actions (docs/screen-skills.md): dom0 and cmd0 only.
     browser: BrowserSpec | None = None
     desktop: DesktopSpec | None = None
+
+    @field_validator("requires")
+    @classmethod
+    def _mcp_is_for_agent_steps(cls, value: Requires, info: ValidationInfo) -> Requires:
+        # Only a model calls tools: a script, screen actions or an orchestrator given MCP
+        # servers would be routed for them and never use them. (approach, run and steps
+        # come before requires, so they are read here; screen steps set an approach.)
+        approach = info.data.get("approach")
+        leaf = info.data.get("run") is None and info.data.get("steps") is None
+        if value.mcp and not (leaf and approach in (None, Approach.AGENT)):
+            raise ValueError("mcp: only an agent step (approach: agent, no run, steps or "
+                             "screen actions) uses MCP servers' tools; remove requires.mcp, "
+                             "or put it on the agent skill whose model calls them")
+        return value
 
     @property
     def is_orchestrator(self) -> bool:

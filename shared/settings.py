@@ -77,6 +77,12 @@ class Settings(BaseSettings):
                           "PATH besides those the vault's skills require")
     capabilities: str = Field(default="", description="comma-separated extra capability tags "
                               "this daemon announces (gpu, browser, desktop are detected)")
+    mcp_servers: SecretStr = Field(default=SecretStr(""), description="the MCP servers "
+                                   "agent steps on this daemon may use (a skill's "
+                                   "requires.mcp), as JSON: {NAME: {\"command\": [...]} or "
+                                   "{\"url\": \"...\"}}, credentials in \"env\"/\"headers\" "
+                                   "as ${secret:NAME}; announced by name only "
+                                   "(docs/machines.md, MCP servers)")
     daemon_offline_after_s: float = Field(default=30.0, gt=0, description="a daemon with no "
                                           "heartbeat for this long is shown offline and "
                                           "not routed to")

@@ -5,7 +5,8 @@ Each worker process of a daemon announces when it is ready and again at every he
 the planner routes only to daemons whose workers were heard from within
 SKILLQ_DAEMON_OFFLINE_AFTER_S. The queues are read from the worker's live consumer, so a
 queue a worker stops consuming (``celery control cancel_consumer``) stops being routed to.
-Model providers are announced by name only: the keys stay in the worker's environment.
+Model providers and MCP servers (SKILLQ_MCP_SERVERS, as capabilities ``mcp:NAME``) are
+announced by name only: keys, commands, URLs and credentials stay on the daemon.
 Each worker also enrolls its SKILLQ_HOME's daemon key at its first announcement (it holds
 the database credentials, so it may: docs/security.md) and announces the key's
 fingerprint.
@@ -36,8 +37,9 @@ from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.db.migrate import upgrade
 from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
-from shared.errors import DaemonKeyError
+from shared.errors import ConfigError, DaemonKeyError
 from shared.machine import device_id
+from shared.mcp_servers import capability, parse_servers
 from shared.settings import Settings
 from shared.vault import open_vault
 from workers.agent.models import provider_env, providers_held
@@ -85,7 +87,20 @@ def detect_capabilities(settings: Settings) -> tuple[str, ...]:
             or sys.platform in ("darwin", "win32"):
         found.add("desktop")
     found.add(_platform())
+    found.update(capability(name) for name in declared_mcp_servers(settings))
     return tuple(sorted(found))
+
+
+def declared_mcp_servers(settings: Settings) -> list[str]:
+    """The names of the MCP servers SKILLQ_MCP_SERVERS declares: announced as ``mcp:NAME``
+    (names only; commands, URLs and credentials stay here). A value that does not parse
+    is one logged line, and none is announced, so steps needing them are refused by
+    routing with the setting named, while the worker runs everything else."""
+    try:
+        return sorted(parse_servers(settings.mcp_servers.get_secret_value()))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return []
 
 
 def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:

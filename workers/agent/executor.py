@@ -5,7 +5,8 @@ user message, its declared outputs the structured answer (outputs.py), validated
 one retry on an invalid answer. Every model request is a recorded turn (replay.py), so a
 step that runs again (a redelivery, a retry) replays what was paid for. ``max_turns``
 caps the requests, ``budget_usd`` the spend of the step item's turns, and the step's
-``timeout`` its run.
+``timeout`` its run. The tools of the MCP servers its skill requires (mcp_tools.py) are
+the agent's like any other, under the same limits.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from shared.skill import Skill
 from shared.states import StepState
 from shared.vault import open_skill
 from workers.agent.calls import Calls
+from workers.agent.mcp_tools import McpToolArguments, McpUnavailable, toolsets_for
 from workers.agent.models import credentials, effective_model, use_stored_credentials
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.replay import RecordedModel, Turn
@@ -234,12 +236,23 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         tools.append(ResourceTool(readable).tool())
         tools.extend(extra_tools)
     answer_type = str if text_output else output_type(m)
+    outcome = AgentOutcome(False, warnings=list(prompt.warnings))
+    # The MCP servers the skill requires (requires.mcp), as this daemon declares them;
+    # opened by the agent's run, so their start and calls are inside its timeout.
+    try:
+        servers = toolsets_for(m.requires.mcp if tool_calls else (),
+                               ctx.settings.mcp_servers.get_secret_value(),
+                               timeout_s=timeout_s, retries=TOOL_RETRIES)
+    except McpUnavailable as exc:
+        outcome.error, outcome.error_kind = str(exc), "mcp_unavailable"
+        return outcome
     # ToolArguments: every tool's arguments are checked against its schema, whoever built it
     agent: Agent[None, Any] = Agent(model, output_type=[answer_type, DeferredToolRequests],
                                     instructions=prompt.system, tools=tools,
-                                    capabilities=[ToolArguments()],
+                                    toolsets=servers,
+                                    capabilities=[McpToolArguments() if servers
+                                                  else ToolArguments()],
                                     retries={"output": OUTPUT_RETRIES, "tools": TOOL_RETRIES})
-    outcome = AgentOutcome(False, warnings=list(prompt.warnings))
     limits = UsageLimits(request_limit=m.max_turns) if m.max_turns else None
     try:
         result = _loop().run_until_complete(asyncio.wait_for(
@@ -253,6 +266,9 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                 outputs_of(result.output)
     except BudgetSpent as exc:
         outcome.error, outcome.error_kind = str(exc), "budget"
+    except McpUnavailable as exc:  # a server down may be up for the next attempt
+        outcome.error, outcome.error_kind, outcome.transient = (str(exc), "mcp_unavailable",
+                                                                True)
     except StepCancelled as exc:  # its record is the cancellation's: this one is refused
         outcome.error, outcome.error_kind = str(exc), "cancelled"
     except UsageLimitExceeded as exc:

@@ -1,0 +1,196 @@
+"""requires.mcp (issue 41): SKILLQ_MCP_SERVERS parsed into typed servers, a bad value one
+line naming the setting (never quoting it: it may hold a credential); the announcement
+of names only; routing refusing a step no daemon has the server for; validation; and
+the toolset against the MCP SDK's own server over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pydantic import SecretStr
+
+from lifecycle.routing import NoRoute, OnlineDaemon, route
+from shared.errors import ConfigError
+from shared.manifest import Requires
+from shared.mcp_servers import HttpServer, StdioServer, parse_servers, secret_names
+from shared.skill import load_skill
+from workers.agent.mcp_tools import McpUnavailable, toolsets_for
+from workers.agent.tool_args import BadArguments
+from workers.announce import detect_capabilities
+
+TESTS = Path(__file__).parents[1]
+SECRET = "s3cret-calc"
+
+
+def test_servers_parse_into_typed_shapes() -> None:
+    found = parse_servers(json.dumps({
+        "rube": {"url": "https://rube.app/mcp",
+                 "headers": {"Authorization": "Bearer ${secret:rube_token}"}},
+        "files": {"command": ["npx", "server"], "env": {"T": "${secret:t}"}}}))
+    assert isinstance(found["rube"], HttpServer) and isinstance(found["files"], StdioServer)
+    assert secret_names(found["rube"]) == ["rube_token"]
+    assert found["files"].command == ("npx", "server")
+    assert parse_servers("") == {}
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ('{"rube": {"url": "https://x", "headers": {"A": "' + SECRET + '"}', "not valid JSON"),
+    ('["rube"]', "must be a JSON object"),
+    ('{"rube": {}}', "exactly one of \"command\" (stdio) or \"url\""),
+    ('{"rube": {"url": "https://x", "command": ["y"]}}', "exactly one of"),
+    ('{"rube": {"url": "ftp://x", "headers": {"A": "' + SECRET + '"}}}', "url"),
+    ('{"rube": {"url": "https://x", "env": {"A": "' + SECRET + '"}}}', "env"),
+    ('{"a b": {"url": "https://x"}}', "server name 'a b'"),
+])
+def test_a_bad_value_is_one_line_naming_the_setting(value: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_servers(value)
+    message = str(caught.value)
+    assert message.startswith("SKILLQ_MCP_SERVERS"), message
+    assert said in message and "\n" not in message, message
+    assert SECRET not in message  # a credential written in place is never echoed
+
+
+def test_a_daemon_announces_names_only() -> None:
+    settings = SimpleNamespace(capabilities="", chromium_path=None, mcp_servers=SecretStr(
+        json.dumps({"rube": {"url": "https://rube.app/mcp?key=" + SECRET}})))
+    caps = detect_capabilities(settings)  # type: ignore[arg-type]
+    assert "mcp:rube" in caps
+    assert not any(SECRET in c or "rube.app" in c for c in caps)
+    settings.mcp_servers = SecretStr("{not json")
+    assert not any(c.startswith("mcp:") for c in detect_capabilities(settings))  # type: ignore[arg-type]
+
+
+def daemon(name: str, *caps: str) -> OnlineDaemon:
+    return OnlineDaemon(name, "agent", "dev", frozenset({"agent", f"agent@{name}"}),
+                        frozenset(caps),
+                        frozenset(), frozenset())
+
+
+def test_routing_sends_the_step_where_the_server_is() -> None:
+    needs = Requires(mcp=("rube",))
+    found = route("agent", needs, [daemon("a"), daemon("b", "mcp:rube")])
+    assert found.queues == ("agent@b",)
+
+
+def test_routing_refuses_naming_the_server_and_setting() -> None:
+    with pytest.raises(NoRoute) as caught:
+        route("agent", Requires(mcp=("rube",)), [daemon("a", "mcp:other")])
+    assert "MCP server 'rube'" in str(caught.value)
+    assert "SKILLQ_MCP_SERVERS" in str(caught.value)
+
+
+COMPOSIO = """---
+name: {name}
+description: Post to Slack through Rube. Use when asked to post to Slack.
+{extra}requires:
+  mcp: [rube]
+---
+
+# {name}
+
+Use the rube tools.
+"""
+
+
+def test_a_composio_folder_is_valid(tmp_path: Path) -> None:
+    folder = tmp_path / "slack-post"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(COMPOSIO.format(name="slack-post", extra=""))
+    skill, problems = load_skill(folder)
+    assert skill is not None and not problems, problems
+    assert skill.manifest.requires.mcp == ("rube",)
+
+
+def test_requires_mcp_is_for_agent_steps_only(tmp_path: Path) -> None:
+    folder = tmp_path / "scripted"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(COMPOSIO.format(
+        name="scripted", extra="run:\n  command: echo hi\n"))
+    _, problems = load_skill(folder)
+    assert any("only an agent step" in str(p) and "requires" in str(p) for p in problems), \
+        problems
+
+
+def calc_setting(**server: object) -> str:
+    return json.dumps({"calc": server})
+
+
+async def call_add(setting: str) -> object:
+    (toolset,) = toolsets_for(["calc"], setting, timeout_s=30, retries=3)
+    async with toolset:
+        tools = await toolset.get_tools(None)  # type: ignore[arg-type]
+        return await toolset.call_tool("calc_add", {"a": 2, "b": 3}, None,  # type: ignore[arg-type]
+                                       tools["calc_add"])
+
+
+def test_a_stdio_server_gets_its_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILLQ_SECRET_CALC_TOKEN", SECRET)
+    setting = calc_setting(command=[sys.executable, "-m", "support.mcp_calc_server"],
+                           cwd=str(TESTS), env={"CALC_TOKEN": "${secret:calc_token}"})
+    assert asyncio.run(call_add(setting)) == {"result": "sum=5 (with a token)"}
+
+
+def test_a_missing_secret_or_server_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SKILLQ_SECRET_CALC_TOKEN", raising=False)
+    monkeypatch.setenv("SKILLQ_SECRETS_FILE", "/nonexistent/secrets.toml")
+    setting = calc_setting(command=["x"], env={"CALC_TOKEN": "${secret:calc_token}"})
+    with pytest.raises(McpUnavailable, match=r"MCP server 'calc' \(SKILLQ_MCP_SERVERS\).*"
+                       r"calc_token \(set SKILLQ_SECRET_CALC_TOKEN"):
+        toolsets_for(["calc"], setting, timeout_s=5, retries=1)
+    with pytest.raises(McpUnavailable, match="MCP server 'rube' is not declared on this "
+                       "worker; add it to SKILLQ_MCP_SERVERS"):
+        toolsets_for(["rube"], setting, timeout_s=5, retries=1)
+
+
+def test_an_unreachable_server_names_itself_not_its_headers() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    setting = calc_setting(url=f"http://127.0.0.1:{port}/mcp", headers={"X-Key": SECRET})
+    with pytest.raises(McpUnavailable) as caught:
+        asyncio.run(call_add(setting))
+    assert "MCP server 'calc' (SKILLQ_MCP_SERVERS) could not be opened" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_a_streamable_http_server() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "support.mcp_calc_server", "http",
+                             str(port)], cwd=TESTS, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP server did not start"
+                time.sleep(0.1)
+        setting = calc_setting(url=f"http://127.0.0.1:{port}/mcp")
+        assert asyncio.run(call_add(setting)) == {"result": "sum=5 (no token)"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_schema_skillq_does_not_read_is_checked_in_full() -> None:
+    from workers.agent.mcp_tools import _check_in_full
+
+    schema = {"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"},
+                                                               {"type": "null"}]}},
+              "required": ["n"]}
+    assert _check_in_full("calc_x", schema, '{"n": null}') == {"n": None}
+    with pytest.raises(BadArguments, match="argument 'n'"):
+        _check_in_full("calc_x", schema, {"n": "two"})
