@@ -232,6 +232,24 @@ def dir_values(value: Any) -> list[dict[str, Any]]:
     return []
 
 
+def machine_path(value: Any) -> str | None:
+    """The first folder or unstored file of a machine (``$dir`` or ``$local``) anywhere in
+    ``value``, as its path; None when it holds none. Only a person's command on that
+    machine may name one (shared/inputs.py): from a step's outputs or a model's call it
+    would show the step, or store, whatever the worker can read."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            for key in (DIR_KEY, LOCAL_KEY):
+                if key in item:
+                    return str(item[key])[:200]
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return None
+
+
 def is_local_file(value: Any) -> bool:
     """A file on the machine that starts a run, until shared/inputs.py stores it."""
     return isinstance(value, dict) and set(value) == _LOCAL_KEYS \

@@ -25,7 +25,7 @@ from typing import Any
 
 from shared.atomic import TEMP_PATTERN
 from shared.manifest import Manifest
-from shared.valuetypes import path_type, type_error
+from shared.valuetypes import machine_path, path_type, type_error
 from workers import interpreters
 from workers.file_inputs import FileProblem, FileStore, materialize, store_outputs, uses_files
 from workers.folder_inputs import FolderProblem, as_paths, folders, git_trust
@@ -430,4 +430,8 @@ def _check_outputs(manifest: Manifest, value: dict[str, Any]) -> list[str]:
                                 f"a path: {problem}")
         elif problem := type_error(value[spec.name], spec.value_type):
             problems.append(f"output '{spec.name}': {problem}")
+        elif (found := machine_path(value[spec.name])) is not None:
+            problems.append(f"output '{spec.name}' holds {found} as a machine's file or "
+                            "folder ($dir, $local), which only a person's command may give; "
+                            "return the path as text")
     return problems

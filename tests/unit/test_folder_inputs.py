@@ -249,3 +249,29 @@ def test_a_script_step_reads_a_repository_it_was_given(tmp_path: Path) -> None:
     trusted = subprocess.run(["git", "config", "--global", "--get-all", "safe.directory"],
                              capture_output=True, text=True, timeout=30, check=False)
     assert str(repo.resolve()) not in trusted.stdout, "trusted in the step's env only"
+
+
+def test_a_step_cannot_return_a_machines_file_or_folder(tmp_path: Path) -> None:
+    """An output holding a folder or an unstored file ($dir, $local) would show a later step
+    that folder, or store that file, with the worker's rights: a bad output, in a script's
+    answer and in a model's."""
+    from pydantic import ValidationError
+
+    from workers.agent.outputs import output_model
+
+    folder = tmp_path / "skill"
+    folder.mkdir()
+    (folder / "main.py").write_text(
+        'import json\nprint(json.dumps({"where": {"repo": {"$dir": "/root", '
+        '"device": "d", "host": "h"}}}))\n')
+    manifest = Manifest.model_validate({
+        "name": "leaker", "description": "Return a folder. Use it for tests.",
+        "outputs": [{"name": "where", "type": "object"}],
+        "run": {"command": "python main.py", "timeout": 30}})
+    result = run_script(folder, manifest, {}, secrets={}, timeout_s=30,
+                        max_output_bytes=65536)
+    assert result.status is ScriptStatus.BAD_OUTPUT
+    assert "output 'where' holds /root as a machine's file or folder" in (result.error or "")
+    with pytest.raises(ValidationError, match="names /etc/shadow as a machine's file"):
+        output_model(manifest).model_validate(
+            {"where": {"f": {"$local": "/etc/shadow", "name": "s", "size": 1}}})

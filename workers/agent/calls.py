@@ -26,6 +26,7 @@ from shared.db.session import transaction
 from shared.errors import InputError, SkillqError
 from shared.states import RunState
 from shared.store import unpack
+from shared.valuetypes import machine_path
 from shared.vault import Vault
 
 
@@ -68,6 +69,10 @@ class Calls:
             if wanted not in self.allowed or wanted not in self.vault.skills:
                 return {"error": f"no skill '{wanted}' is available to this step; it may "
                         f"execute: {', '.join(self.allowed) or 'none'}"}, None
+            if (found := machine_path(inputs)) is not None:
+                return {"error": f"inputs of {wanted}: {found} is a file or folder of a "
+                        "machine, which only a person's command may give; pass text, or a "
+                        "stored file ({\"$ref\": ...}) a step returned"}, None
             try:
                 return {}, create_run(session, self.vault, self.vault.skills[wanted], inputs,
                                       source=self.source, triggered_by=self.caller,

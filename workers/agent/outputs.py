@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from shared.manifest import ANSWER, Manifest
-from shared.valuetypes import ValueType, unstorable
+from shared.valuetypes import ValueType, machine_path, unstorable
 
 
 def _number(value: Any) -> int | float:
@@ -66,8 +66,12 @@ class _Outputs(BaseModel):
     def _storable(self) -> _Outputs:
         # A model may answer a NUL (\u0000) or a lone surrogate, which the run's record
         # cannot hold: a misfit it is asked to correct, as a wrong type is.
-        if problem := unstorable(self.model_dump(mode="json", by_alias=True)):
+        answer = self.model_dump(mode="json", by_alias=True)
+        if problem := unstorable(answer):
             raise ValueError(f"the answer cannot be stored: {problem}")
+        if (found := machine_path(answer)) is not None:  # it would reach a later step
+            raise ValueError(f"the answer names {found} as a machine's file or folder "
+                             "($dir, $local); give the path as text")
         return self
 
 
