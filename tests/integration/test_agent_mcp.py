@@ -125,7 +125,25 @@ def test_no_daemon_has_the_server(healthy: Stack, tmp_path: Path,
                                   run_skill: RunSkill) -> None:
     vault = vault_with(tmp_path, "mcp-nowhere", "nowhere")
     result = run_skill("mcp-nowhere", vault, inputs={"text": "add"})
-    assert result.code != 0, result
+    assert result.code == 1, result
+    assert result.run_id is None, "refused before anything was recorded"
     assert "MCP server 'nowhere'" in result.stderr, result
     assert "SKILLQ_MCP_SERVERS" in result.stderr, result
-    assert not healthy.steps(result.run_id) if result.run_id else True
+
+
+def test_a_test_case_runs_on_the_daemon_with_the_server(healthy: Stack, llm: FakeLLM,
+                                                        tmp_path: Path) -> None:
+    """The test window (`skillq test`) routes by the same declaration as a run."""
+    k = f"mcp-{uuid.uuid4().hex[:12]}"
+    llm.script(k, {"tool_calls": [{"name": "calc_add", "arguments": {"a": 2, "b": 3}}]},
+               {"text": "the tool said: {{tool_results}}"})
+    vault = vault_with(tmp_path, "mcp-case", "calc")
+    (vault / "mcp-case" / "benchmarks.json").write_text(json.dumps({
+        "skill": "mcp-case", "version": 1, "runs": [],
+        "tests": [{"id": "adds", "name": "Adds with the tool",
+                   "inputs": {"text": f"{llm.marker(k)} add 2 and 3"},
+                   "expected": {"success": True, "output_contains": ["sum=5"]}}]}))
+    result = healthy.cli("test", "mcp-case", "--vault", str(vault), cwd=tmp_path,
+                         timeout_s=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 test case(s) passed" in result.stdout, result.stdout
