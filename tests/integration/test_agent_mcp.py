@@ -8,10 +8,7 @@ daemon declares is refused before dispatch, naming the server and the setting.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +17,7 @@ import pytest
 from conftest import RunResult, Stack
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
+from support.mcp_calc_server import serving_http
 
 from shared.db.agent_models import AgentTurn
 
@@ -58,25 +56,8 @@ def llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def http_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    proc = subprocess.Popen([sys.executable, "-m", "support.mcp_calc_server", "http",
-                             str(port)], cwd=TESTS, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not start"
-                time.sleep(0.1)
+    with serving_http() as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -9,8 +9,14 @@ never what it was. ``whoami`` answers the Authorization header's scheme over HTT
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
@@ -22,6 +28,31 @@ def add(a: int, b: int) -> str:
     """Add two integers."""
     token = "with a token" if os.environ.get("CALC_TOKEN") == "s3cret-calc" else "no token"
     return f"sum={a + b} ({token})"
+
+
+@contextlib.contextmanager
+def serving_http() -> Iterator[int]:
+    """This server over streamable HTTP in a process of its own, on a free port of
+    127.0.0.1 (yielded) once it accepts connections; stopped afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, "-m", "support.mcp_calc_server", "http",
+                             str(port)], cwd=Path(__file__).parents[1],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP server did not start"
+                time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from pydantic import SecretStr
+from support.mcp_calc_server import serving_http
 
 from lifecycle.routing import NoRoute, OnlineDaemon, route
 from shared.errors import ConfigError
@@ -163,26 +162,9 @@ def test_an_unreachable_server_names_itself_not_its_headers() -> None:
 
 
 def test_a_streamable_http_server() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "support.mcp_calc_server", "http",
-                             str(port)], cwd=TESTS, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not start"
-                time.sleep(0.1)
+    with serving_http() as port:
         setting = calc_setting(url=f"http://127.0.0.1:{port}/mcp")
         assert asyncio.run(call_add(setting)) == {"result": "sum=5 (no token)"}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_schema_skillq_does_not_read_is_checked_in_full() -> None:
