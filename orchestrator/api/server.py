@@ -1,8 +1,10 @@
 """Serving the local API: bind 127.0.0.1, record the port and a fresh token in
 SKILLQ_HOME/api.json, serve until SIGTERM or Ctrl-C, then remove the record.
 
-The socket listens before api.json names it, so a client that finds the file is never
-refused; the record goes when the server stops (if it still holds this server's token),
+The socket listens, and uvicorn has taken over SIGTERM and SIGINT, before api.json names
+it: a client that finds the file is never refused, and a signal sent to the pid it names
+(`skillq down`) meets uvicorn's handler, never a half-started loop. The record goes when
+the server stops (if it still holds this server's token),
 and a client that finds a stale one falls back to submitting runs itself. uvicorn, once
 it has shut down on a signal, raises that signal again under the handler it found:
 SIGTERM's default would end the process there, before the record goes, so serve()
@@ -51,10 +53,17 @@ def serve(conn: Connection, sock: socket.socket, home: Path, endpoints: str) -> 
     config = uvicorn.Config(create_app(conn, ends, token, port), log_level="warning",
                             access_log=False, timeout_graceful_shutdown=GRACE_S)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_api(home, ApiInfo(port=port, token=token, pid=os.getpid(), endpoints=endpoints))
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # inside uvicorn's capture_signals: its handlers hold now
+                write_api(home, ApiInfo(port=port, token=token, pid=os.getpid(),
+                                        endpoints=endpoints))
+
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # what uvicorn hands it back to
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     finally:
         remove_api(home, token)
         ends.stop()
