@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RunResult, Stack
+from conftest import STANDARD_WORKERS, RunResult, Stack
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 from support.mcp_calc_server import serving_http
@@ -62,13 +62,18 @@ def http_port() -> Iterator[int]:
 
 @pytest.fixture
 def worker_env(llm: FakeLLM, http_port: int) -> dict[str, dict[str, str | None]]:
+    """The servers are the daemon's (its machine's settings), so every worker of the
+    stack's one daemon declares them: capabilities are announced per daemon, and a worker
+    without them would take mcp:calc off the daemon at its next heartbeat."""
     servers = {
         "calc": {"command": [sys.executable, "-m", "support.mcp_calc_server"],
                  "cwd": str(TESTS), "env": {"CALC_TOKEN": "${secret:calc_token}"}},
         "calchttp": {"url": f"http://127.0.0.1:{http_port}/mcp",
                      "headers": {"Authorization": "Bearer ${secret:calc_token}"}}}
-    return {AGENT_WORKER: {**llm.env(), "SKILLQ_MCP_SERVERS": json.dumps(servers),
-                           "SKILLQ_SECRET_CALC_TOKEN": SECRET}}
+    declared: dict[str, str | None] = {"SKILLQ_MCP_SERVERS": json.dumps(servers),
+                                       "SKILLQ_SECRET_CALC_TOKEN": SECRET}
+    return {spec.name: {**declared, **(llm.env() if spec.name == AGENT_WORKER else {})}
+            for spec in STANDARD_WORKERS}
 
 
 def vault_with(tmp_path: Path, name: str, server: str) -> Path:
