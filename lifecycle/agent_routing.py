@@ -1,6 +1,8 @@
 """What an agent step needs of a daemon: credentials for the provider of the model it
-would run on there. That model depends on the daemon (its SKILLQ_AGENT_MODEL, unless the
-skill sets model_override), so it is worked out per worker, from what each announced.
+would run on there, and the MCP servers its skill requires. That model depends on the
+daemon (its SKILLQ_AGENT_MODEL, unless the skill sets model_override), so it is worked
+out per worker, from what each announced; so are the servers (each worker's own
+SKILLQ_MCP_SERVERS).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.errors import AgentError
+from shared.mcp_servers import SETTING as MCP_SETTING
 from shared.model_spec import AGENT_MODEL_SETTING, REQUIRED_VARIABLE, effective_model
 from shared.plan import AgentModel
 
@@ -20,6 +23,7 @@ class WorkerModels:
     queues: frozenset[str]
     providers: frozenset[str]  # whose credentials its environment holds
     agent_model: str | None  # its SKILLQ_AGENT_MODEL
+    mcp_servers: frozenset[str] = frozenset()  # what its SKILLQ_MCP_SERVERS declares
 
 
 def lack(worker: WorkerModels, agent: AgentModel) -> str | None:
@@ -38,11 +42,13 @@ def lack(worker: WorkerModels, agent: AgentModel) -> str | None:
 
 
 def lacks(workers: Iterable[WorkerModels], daemon: str, queue: str,
-          agent: AgentModel | None) -> list[str]:
+          agent: AgentModel | None, mcp: Iterable[str] = ()) -> list[str]:
     """What the daemon's workers taking ``queue`` lack: every one of them must have it,
     since a message on the daemon's queue goes to whichever of them is free."""
-    if agent is None:
-        return []
     own = f"{queue}@{daemon}"
-    return sorted({found for w in workers if queue in w.queues or own in w.queues
-                   if (found := lack(w, agent)) is not None})
+    taking = [w for w in workers if queue in w.queues or own in w.queues]
+    found = {f"MCP server '{name}' (declare it in {MCP_SETTING} there)"
+             for w in taking for name in mcp if name not in w.mcp_servers}
+    if agent is not None:
+        found.update(lacked for w in taking if (lacked := lack(w, agent)) is not None)
+    return sorted(found)

@@ -3,10 +3,10 @@
 A step goes to its approach's queue (``default``, ``dom0`` ...), which every daemon serving
 that queue class consumes. It is narrowed to one daemon's own queue (``default@gpu-box``)
 when the skill pins a daemon (``requires.daemon``), or when only some of the daemons
-serving the queue have the software, capabilities and MCP servers (``mcp:NAME``) it
-requires, or (an agent step) the credentials of the model it would run on there
-(agent_routing.py). A step given a folder (a ``directory`` input) runs on a daemon of the
-machine that folder is on. Among eligible daemons, ``agent`` daemons are preferred to
+serving the queue have the software and capabilities it requires, or (an agent step) the
+MCP servers and the credentials of the model it would run on there (agent_routing.py).
+A step given a folder (a ``directory`` input) runs on a daemon of the machine that
+folder is on. Among eligible daemons, ``agent`` daemons are preferred to
 ``daily-driver`` ones; when several remain but not all, a fan-out's messages take turns
 among them. A step that no online daemon can run is refused before anything is sent,
 naming what is missing and who lacks it.
@@ -28,8 +28,6 @@ from sqlalchemy.orm import Session
 from lifecycle.agent_routing import WorkerModels, lacks
 from shared.db.daemon_models import Daemon, DaemonWorker, WantedSoftware
 from shared.manifest import Requires
-from shared.mcp_servers import SETTING as MCP_SETTING
-from shared.mcp_servers import capability as mcp_capability
 from shared.plan import AgentModel
 from shared.valuetypes import DIR_KEY, dir_values
 
@@ -92,7 +90,8 @@ def unknown_software(requires: Requires, daemons: Sequence[OnlineDaemon]) -> set
 
 _ONLINE = (select(Daemon.name, Daemon.role, Daemon.device_id, Daemon.capabilities,
                   Daemon.software,
-                  DaemonWorker.queues, DaemonWorker.model_providers, DaemonWorker.agent_model)
+                  DaemonWorker.queues, DaemonWorker.model_providers, DaemonWorker.agent_model,
+                  DaemonWorker.mcp_servers)
            .join(DaemonWorker, DaemonWorker.daemon == Daemon.name)
            .where(DaemonWorker.heartbeat_at >= bindparam("cutoff",
                                                          type_=DateTime(timezone=True))))
@@ -111,7 +110,8 @@ def online_daemons(session: Session, offline_after_s: float) -> list[OnlineDaemo
                          frozenset(k for k, v in d.software.items() if v),
                          frozenset(d.software),
                          tuple(WorkerModels(frozenset(w.queues), frozenset(w.model_providers),
-                                            w.agent_model) for w in ws))
+                                            w.agent_model, frozenset(w.mcp_servers))
+                               for w in ws))
             for d, ws in merged.values()]
 
 
@@ -141,10 +141,7 @@ def _lacks(daemon: OnlineDaemon, requires: Requires, queue: str = "",
     return [*(f"software '{s}'" for s in requires.software if s not in daemon.software),
             *(f"capability '{c}'" for c in requires.capabilities
               if c not in daemon.capabilities),
-            # announced as capabilities (workers/announce.py); named with their setting
-            *(f"MCP server '{n}' (declare it in {MCP_SETTING} there)" for n in requires.mcp
-              if mcp_capability(n) not in daemon.capabilities),
-            *lacks(daemon.workers, daemon.name, queue, agent)]
+            *lacks(daemon.workers, daemon.name, queue, agent, requires.mcp)]
 
 
 def route(queue: str, requires: Requires, daemons: Sequence[OnlineDaemon],

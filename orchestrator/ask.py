@@ -21,7 +21,7 @@ from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
 from orchestrator.launch import launch, routes
 from shared import ask_stream
-from shared.agent_prompt.ask import AskPrompt, ask_prompt
+from shared.agent_prompt.ask import AskPrompt, ask_prompt, invoked_mcp_servers
 from shared.builtin import ASK, builtin_skill
 from shared.db import libpq
 from shared.db.agent_models import AgentTurn
@@ -84,7 +84,8 @@ def start_ask(conn: Connection, vault: Vault, text: str, *, model: str | None = 
                          states_of(conn.endpoints.database_url, vault)).resolution
     skill = ask_skill()
     given = {"text": resolution.text}
-    plan = build_plan(skill, vault.skills, given, workdir=workdir)
+    plan = build_plan(skill, vault.skills, given, workdir=workdir).with_mcp_servers(
+        invoked_mcp_servers(resolution, vault.skills))
     if model:
         resolve_model(model, where="the model asked for")  # AgentError: the forms it takes
         plan = plan.with_requested_model(model)

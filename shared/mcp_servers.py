@@ -11,8 +11,8 @@ The setting is one JSON object, a server a key::
 A server is a stdio ``command`` (argv, first the program) or a streamable HTTP ``url``.
 Credentials go in ``env`` (stdio) or ``headers`` (HTTP), as ``${secret:NAME}``: the
 skillq secret NAME (shared/secrets.py: SKILLQ_SECRET_NAME or the secrets file), read by
-the worker when a step opens the server. A daemon announces each server as the
-capability ``mcp:NAME``, its name only: never its command, URL, headers or secrets.
+the worker when a step opens the server. Each worker announces the servers it declares,
+their names only: never a command, URL, headers or secrets.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.errors import ConfigError
 
 SETTING = "SKILLQ_MCP_SERVERS"
-CAPABILITY_PREFIX = "mcp:"
 # A server's name prefixes its tools' names for the model (``rube_SEARCH``), and
 # providers take tool names of [A-Za-z0-9_-] only.
 NAME = r"[A-Za-z][A-Za-z0-9_-]{0,31}"
@@ -55,11 +54,6 @@ class HttpServer(_Server):
 
 
 McpServer = StdioServer | HttpServer
-
-
-def capability(name: str) -> str:
-    """The capability tag a daemon announces for a server it can reach."""
-    return f"{CAPABILITY_PREFIX}{name}"
 
 
 def parse_servers(text: str) -> dict[str, McpServer]:

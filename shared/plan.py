@@ -7,7 +7,7 @@ so a run keeps going the same way even if the vault changes under it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -78,6 +78,15 @@ class Plan(Frozen):
         return self.model_copy(update={"steps": tuple(
             s.model_copy(update={"agent": s.agent.model_copy(update={"requested": model})})
             if s.agent is not None else s for s in self.steps)})
+
+    def with_mcp_servers(self, names: Sequence[str]) -> Plan:
+        """The plan with its agent steps given the tools of MCP servers ``names`` too, and
+        routed by them (`skillq ask`'s: the servers the skills a person invoked require)."""
+        def more(r: Requires) -> Requires:
+            return r.model_copy(update={"mcp": tuple(dict.fromkeys((*r.mcp, *names)))})
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"requires": more(s.requires)}) if s.agent is not None
+            else s for s in self.steps)})
 
 
 def _queue(callee: Manifest) -> str:

@@ -5,8 +5,9 @@ Each worker process of a daemon announces when it is ready and again at every he
 the planner routes only to daemons whose workers were heard from within
 SKILLQ_DAEMON_OFFLINE_AFTER_S. The queues are read from the worker's live consumer, so a
 queue a worker stops consuming (``celery control cancel_consumer``) stops being routed to.
-Model providers and MCP servers (SKILLQ_MCP_SERVERS, as capabilities ``mcp:NAME``) are
-announced by name only: keys, commands, URLs and credentials stay on the daemon.
+Model providers and MCP servers (SKILLQ_MCP_SERVERS) are announced per worker process
+(each reads its own environment), by name only: keys, commands, URLs and credentials stay
+on the daemon.
 Each worker also enrolls its SKILLQ_HOME's daemon key at its first announcement (it holds
 the database credentials, so it may: docs/security.md) and announces the key's
 fingerprint.
@@ -39,7 +40,7 @@ from shared.db.outage import Outage, first_line, is_outage
 from shared.db.session import transaction
 from shared.errors import ConfigError, DaemonKeyError
 from shared.machine import device_id
-from shared.mcp_servers import capability, parse_servers
+from shared.mcp_servers import parse_servers
 from shared.settings import Settings
 from shared.vault import open_vault
 from workers.agent.models import provider_env, providers_held
@@ -62,6 +63,7 @@ class Capabilities:
     # environments, so these go on its daemon_workers row, not the daemon's.
     model_providers: tuple[str, ...] = ()
     agent_model: str | None = None
+    mcp_servers: tuple[str, ...] = ()
 
 
 def daemon_name(settings: Settings) -> str:
@@ -87,13 +89,12 @@ def detect_capabilities(settings: Settings) -> tuple[str, ...]:
             or sys.platform in ("darwin", "win32"):
         found.add("desktop")
     found.add(_platform())
-    found.update(capability(name) for name in declared_mcp_servers(settings))
     return tuple(sorted(found))
 
 
 def declared_mcp_servers(settings: Settings) -> list[str]:
-    """The names of the MCP servers SKILLQ_MCP_SERVERS declares: announced as ``mcp:NAME``
-    (names only; commands, URLs and credentials stay here). A value that does not parse
+    """The names of the MCP servers SKILLQ_MCP_SERVERS declares: announced on this
+    worker's row (names only; commands, URLs and credentials stay here). A value that does not parse
     is one logged line, and none is announced, so steps needing them are refused by
     routing with the setting named, while the worker runs everything else."""
     try:
@@ -125,7 +126,8 @@ def probe(settings: Settings, asked: Iterable[str] = ()) -> Capabilities:
                         capabilities=detect_capabilities(settings), software=software,
                         skills=skills,
                         model_providers=tuple(sorted(providers_held(provider_env()))),
-                        agent_model=settings.agent_model or None)
+                        agent_model=settings.agent_model or None,
+                        mcp_servers=tuple(declared_mcp_servers(settings)))
 
 
 def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterable[str],
@@ -141,7 +143,8 @@ def announce(session: Session, caps: Capabilities, *, node: str, queues: Iterabl
                                             if k not in ("name", "started_at")}))
     worker = {"node": node, "daemon": caps.daemon, "queues": sorted(set(queues)), "pid": pid,
               "heartbeat_at": now, "model_providers": list(caps.model_providers),
-              "agent_model": caps.agent_model, "key_fingerprint": key_fingerprint,
+              "agent_model": caps.agent_model, "mcp_servers": list(caps.mcp_servers),
+              "key_fingerprint": key_fingerprint,
               "sandbox": sandbox}
     session.execute(insert(DaemonWorker).values(**worker).on_conflict_do_update(
         index_elements=[DaemonWorker.node], set_=worker))

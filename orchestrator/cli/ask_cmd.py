@@ -14,6 +14,8 @@ from orchestrator.cli import common
 from orchestrator.cli.common import VaultOption, vault
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from shared.agent_prompt.ask import AskPrompt
     from shared.vault import Vault
 
@@ -51,6 +53,7 @@ def ask(
 def _dry_run(loaded: Vault, text: str) -> None:
     from orchestrator.ask import preview
     from orchestrator.library.reach import library_view
+    from shared.agent_prompt.ask import invoked_mcp_servers
     from shared.library_tokens import LibraryState
     from shared.settings import get_settings
 
@@ -60,15 +63,18 @@ def _dry_run(loaded: Vault, text: str) -> None:
     states = {n: LibraryState(s.enabled, s.label) for n, s in view.states.items()}
     shown = preview(get_settings(), loaded, text, states)
     _problems(shown)
-    print(_rendered(shown))
+    print(_rendered(shown, invoked_mcp_servers(shown.resolution, loaded.skills)))
     sys.stdout.flush()
 
 
-def _rendered(shown: AskPrompt) -> str:
+def _rendered(shown: AskPrompt, mcp_servers: Sequence[str] = ()) -> str:
     from shared.agent_prompt.ask import estimate_tokens
 
     p = shown.prompt
     tools = ", ".join(t.name for t in shown.tools) or "none"
+    if mcp_servers:  # what they offer is theirs to list, on the worker that answers
+        tools += (f"; and the tools of MCP server(s) {', '.join(mcp_servers)}, which the "
+                  "invoked skills require (not counted below)")
     lines = [f"--- system ({len(p.system)} characters, ~{estimate_tokens(p.system)} tokens) "
              "---", p.system, "",
              f"--- user (~{estimate_tokens(p.user)} tokens) ---", p.user, "",

@@ -66,6 +66,7 @@ def daemons(ctx: typer.Context,
             # Provider names only: the workers never announce a credential's value.
             providers = sorted({p for w in live for p in w.model_providers})
             defaults = sorted({w.agent_model for w in live if w.agent_model})
+            mcp = sorted({n for w in live for n in w.mcp_servers})
             # The keys it signs with now, or (offline) the last ones it announced.
             keys = sorted({w.key_fingerprint for w in (live or own) if w.key_fingerprint})
             sandbox = sorted({w.sandbox for w in (live or own) if w.sandbox})
@@ -74,6 +75,7 @@ def daemons(ctx: typer.Context,
                            "capabilities": d.capabilities,
                            "software": sorted(k for k, v in d.software.items() if v),
                            "queues": queues, "model_providers": providers,
+                           "mcp_servers": mcp,
                            "agent_models": defaults, "skills": d.skills,
                            "workers": sorted(w.node for w in live),
                            "key_fingerprints": keys,
@@ -97,7 +99,9 @@ DAEMON_COLUMNS = (
     Column("role"),
     Column("heartbeat_at", "last heartbeat"),
     Column("platform", spare=2),
-    Column("capabilities"),
+    # an MCP server its workers declare shown as mcp:NAME (names only)
+    Column("capabilities", show=lambda r: ", ".join(
+        [*r["capabilities"], *(f"mcp:{n}" for n in r["mcp_servers"])]) or "-"),
     Column("software", spare=4),
     Column("queues"),
     Column("model_providers", "models",

@@ -102,3 +102,13 @@ def _invoked(resolution: Resolution) -> list[tuple[str, TokenState]]:
     for token in resolution.tokens:
         seen.setdefault(token.slug, token.state)
     return list(seen.items())
+
+
+def invoked_mcp_servers(resolution: Resolution, skills: Mapping[str, Skill]) -> tuple[str, ...]:
+    """The MCP servers the skills a person invoked require (requires.mcp), in order: the
+    ask's own step is routed by them and given their tools, since those skills'
+    instructions become its own."""
+    return tuple(dict.fromkeys(
+        name for slug, _ in resolution.instructions if slug in skills
+        for name in skills[slug].manifest.requires.mcp))
+

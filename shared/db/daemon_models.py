@@ -44,6 +44,8 @@ class DaemonWorker(Base):
     model_providers: Mapped[list[str]] = mapped_column(JSONB, default=list,
                                                        server_default="[]")
     agent_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    # The MCP servers its SKILLQ_MCP_SERVERS declares (names only): its own environment's.
+    mcp_servers: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default="[]")
     # The daemon key this process signs its task messages with (shared/daemon_key.py).
     key_fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
     # How this process isolates steps; NULL until the sandbox announces itself.

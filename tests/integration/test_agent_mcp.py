@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import STANDARD_WORKERS, RunResult, Stack
+from conftest import HEARTBEAT_S, RunResult, Stack, copy_vault
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 from support.mcp_calc_server import serving_http
@@ -62,18 +63,22 @@ def http_port() -> Iterator[int]:
 
 @pytest.fixture
 def worker_env(llm: FakeLLM, http_port: int) -> dict[str, dict[str, str | None]]:
-    """The servers are the daemon's (its machine's settings), so every worker of the
-    stack's one daemon declares them: capabilities are announced per daemon, and a worker
-    without them would take mcp:calc off the daemon at its next heartbeat."""
+    """Only the agent worker declares the servers, as a user sets them where that worker
+    reads its environment: the daemon's other workers, heartbeating without them, leave
+    them standing (each worker announces its own)."""
     servers = {
         "calc": {"command": [sys.executable, "-m", "support.mcp_calc_server"],
                  "cwd": str(TESTS), "env": {"CALC_TOKEN": "${secret:calc_token}"}},
+        # the name Composio's skills require (vaults/composio), served by the same server
+        "rube": {"command": [sys.executable, "-m", "support.mcp_calc_server"],
+                 "cwd": str(TESTS)},
         "calchttp": {"url": f"http://127.0.0.1:{http_port}/mcp",
                      "headers": {"Authorization": "Bearer ${secret:calc_token}"}}}
     declared: dict[str, str | None] = {"SKILLQ_MCP_SERVERS": json.dumps(servers),
-                                       "SKILLQ_SECRET_CALC_TOKEN": SECRET}
-    return {spec.name: {**declared, **(llm.env() if spec.name == AGENT_WORKER else {})}
-            for spec in STANDARD_WORKERS}
+                                       "SKILLQ_SECRET_CALC_TOKEN": SECRET,
+                                       # a plain folder names no model: the default serves it
+                                       "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5"}
+    return {AGENT_WORKER: {**declared, **llm.env()}}
 
 
 def vault_with(tmp_path: Path, name: str, server: str) -> Path:
@@ -133,3 +138,81 @@ def test_a_test_case_runs_on_the_daemon_with_the_server(healthy: Stack, llm: Fak
                          timeout_s=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 test case(s) passed" in result.stdout, result.stdout
+
+
+def test_an_ask_invoking_the_skill_gets_the_servers_tools(healthy: Stack, llm: FakeLLM,
+                                                          tmp_path: Path) -> None:
+    """`skillq ask "/skill ..."`: the invoked skill's instructions become the ask's own, so
+    its step is routed by the skill's requires.mcp and given those servers' tools."""
+    k = f"mcp-{uuid.uuid4().hex[:12]}"
+    llm.script(k, {"tool_calls": [{"name": "calc_add", "arguments": {"a": 2, "b": 3}}]},
+               {"text": "the tool said: {{tool_results}}"})
+    vault = vault_with(tmp_path, "mcp-asked", "calc")
+    shown = healthy.cli("ask", "--dry-run", f"/mcp-asked {llm.marker(k)} add 2 and 3",
+                        "--vault", str(vault), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "tools of MCP server(s) calc" in shown.stdout, shown.stdout
+    result = healthy.cli("ask", "--json", f"/mcp-asked {llm.marker(k)} add 2 and 3",
+                         "--vault", str(vault), "--model", "anthropic:claude-haiku-4-5",
+                         cwd=tmp_path, timeout_s=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sum=5 (with a token)" in json.loads(result.stdout)["answer"], result.stdout
+
+
+def test_an_ask_invoking_a_skill_no_daemon_can_serve_is_refused(healthy: Stack,
+                                                               tmp_path: Path) -> None:
+    vault = vault_with(tmp_path, "mcp-asked-nowhere", "nowhere")
+    result = healthy.cli("ask", "/mcp-asked-nowhere add 2 and 3", "--vault", str(vault),
+                         "--model", "anthropic:claude-haiku-4-5", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "MCP server 'nowhere'" in result.stderr, result.stderr
+    assert "SKILLQ_MCP_SERVERS" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_server_answering_with_its_credentials_is_redacted(healthy: Stack, llm: FakeLLM,
+                                                             tmp_path: Path,
+                                                             run_skill: RunSkill) -> None:
+    """A careless server's answer holding the secret it was given reaches neither the
+    model nor the run's outputs: the secret never lands in a transcript or a record."""
+    k = f"mcp-{uuid.uuid4().hex[:12]}"
+    llm.script(k, {"tool_calls": [{"name": "calc_token", "arguments": {}}]},
+               {"text": "the tool said: {{tool_results}}"})
+    vault = vault_with(tmp_path, "mcp-token", "calc")
+    result = run_skill("mcp-token", vault, "--json", timeout_s=180,
+                       inputs={"text": f"{llm.marker(k)} what is your token?"})
+    assert result.code == 0, result
+    assert "my token is ***" in result.json()["answer"], result
+    assert not any(SECRET in r for r in llm.tool_results(k)[1]), llm.tool_results(k)
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_the_daemon_keeps_the_servers_its_other_workers_lack(healthy: Stack,
+                                                             tmp_path: Path) -> None:
+    """The stack's code, browser and control workers beat without SKILLQ_MCP_SERVERS;
+    after several of their heartbeats the daemon still lists the agent worker's."""
+    time.sleep(4 * HEARTBEAT_S)
+    shown = healthy.cli("daemons", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    (daemon,) = [d for d in json.loads(shown.stdout) if d["online"]]
+    assert daemon["mcp_servers"] == ["calc", "calchttp", "rube"], daemon
+    assert SECRET not in shown.stdout and "127.0.0.1" not in shown.stdout
+
+
+def test_a_composio_shaped_folder_runs_with_its_server(healthy: Stack, llm: FakeLLM,
+                                                       tmp_path: Path,
+                                                       run_skill: RunSkill) -> None:
+    """A folder as Composio writes them (no inputs, outputs or model; requires.mcp as a
+    flow list) runs as written where the server is, and its answer is `answer`."""
+    vault = copy_vault(TESTS / "integration" / "vaults" / "composio", tmp_path / "vault")
+    k = f"mcp-{uuid.uuid4().hex[:12]}"
+    skill_md = vault / "sum-automation" / "SKILL.md"
+    # the conversation key in the body: a plain skill has no inputs to carry it
+    skill_md.write_text(skill_md.read_text(encoding="utf-8") + f"\n{llm.marker(k)}\n",
+                        encoding="utf-8")
+    llm.script(k, {"tool_calls": [{"name": "rube_add", "arguments": {"a": 40, "b": 2}}]},
+               {"text": "the tool said: {{tool_results}}"})
+    result = run_skill("sum-automation", vault, "--json", timeout_s=180)
+    assert result.code == 0, result
+    assert list(result.json()) == ["answer"], result
+    assert "sum=42 (no token)" in result.json()["answer"], result

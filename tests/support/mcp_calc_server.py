@@ -4,7 +4,8 @@
 
 ``add`` answers the sum and, when the server was started with CALC_TOKEN in its
 environment (a skillq secret handed over by SKILLQ_MCP_SERVERS), says that it had one,
-never what it was. ``whoami`` answers the Authorization header's scheme over HTTP.
+never what it was. ``token`` is a careless server's tool: it answers CALC_TOKEN itself,
+which skillq must keep from the model and every record.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def add(a: int, b: int) -> str:
     """Add two integers."""
     token = "with a token" if os.environ.get("CALC_TOKEN") == "s3cret-calc" else "no token"
     return f"sum={a + b} ({token})"
+
+
+@server.tool()
+def token() -> str:
+    """The token this server was started with."""
+    return f"my token is {os.environ.get('CALC_TOKEN', 'unset')}"
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 from support.mcp_calc_server import serving_http
 
+from lifecycle.agent_routing import WorkerModels
 from lifecycle.routing import NoRoute, OnlineDaemon, route
 from shared.errors import ConfigError
 from shared.manifest import Requires
@@ -23,7 +24,7 @@ from shared.mcp_servers import HttpServer, StdioServer, parse_servers, secret_na
 from shared.skill import load_skill
 from workers.agent.mcp_tools import McpUnavailable, toolsets_for
 from workers.agent.tool_args import BadArguments
-from workers.announce import detect_capabilities
+from workers.announce import declared_mcp_servers, detect_capabilities
 
 TESTS = Path(__file__).parents[1]
 SECRET = "s3cret-calc"
@@ -58,31 +59,53 @@ def test_a_bad_value_is_one_line_naming_the_setting(value: str, said: str) -> No
     assert SECRET not in message  # a credential written in place is never echoed
 
 
-def test_a_daemon_announces_names_only() -> None:
+def test_a_worker_announces_names_only() -> None:
     settings = SimpleNamespace(capabilities="", chromium_path=None, mcp_servers=SecretStr(
         json.dumps({"rube": {"url": "https://rube.app/mcp?key=" + SECRET}})))
+    assert declared_mcp_servers(settings) == ["rube"]  # type: ignore[arg-type]
     caps = detect_capabilities(settings)  # type: ignore[arg-type]
-    assert "mcp:rube" in caps
     assert not any(SECRET in c or "rube.app" in c for c in caps)
     settings.mcp_servers = SecretStr("{not json")
-    assert not any(c.startswith("mcp:") for c in detect_capabilities(settings))  # type: ignore[arg-type]
+    assert declared_mcp_servers(settings) == []  # type: ignore[arg-type]
 
 
-def daemon(name: str, *caps: str) -> OnlineDaemon:
-    return OnlineDaemon(name, "agent", "dev", frozenset({"agent", f"agent@{name}"}),
-                        frozenset(caps),
-                        frozenset(), frozenset())
+def worker(name: str, queue: str, *servers: str) -> WorkerModels:
+    return WorkerModels(frozenset({queue, f"{queue}@{name}"}), frozenset(), None,
+                        frozenset(servers))
+
+
+def daemon(name: str, *servers: str, others: tuple[WorkerModels, ...] = ()) -> OnlineDaemon:
+    workers = (worker(name, "agent", *servers), *others)
+    return OnlineDaemon(name, "agent", "dev", frozenset(q for w in workers for q in w.queues),
+                        frozenset(), frozenset(), frozenset(), workers)
 
 
 def test_routing_sends_the_step_where_the_server_is() -> None:
     needs = Requires(mcp=("rube",))
-    found = route("agent", needs, [daemon("a"), daemon("b", "mcp:rube")])
+    found = route("agent", needs, [daemon("a"), daemon("b", "rube")])
     assert found.queues == ("agent@b",)
+
+
+def test_a_worker_of_another_queue_without_the_server_does_not_hide_it() -> None:
+    """The servers are each worker's own (its environment's): a code worker of the same
+    daemon started without SKILLQ_MCP_SERVERS leaves the agent worker's standing."""
+    code_worker = worker("b", "default")
+    found = route("agent", Requires(mcp=("rube",)),
+                  [daemon("a"), daemon("b", "rube", others=(code_worker,))])
+    assert found.queues == ("agent@b",)
+
+
+def test_every_worker_taking_the_queue_must_have_the_server() -> None:
+    """A message on the daemon's queue goes to whichever of its workers is free."""
+    keyless = worker("b", "agent")
+    with pytest.raises(NoRoute) as caught:
+        route("agent", Requires(mcp=("rube",)), [daemon("b", "rube", others=(keyless,))])
+    assert "MCP server 'rube'" in str(caught.value)
 
 
 def test_routing_refuses_naming_the_server_and_setting() -> None:
     with pytest.raises(NoRoute) as caught:
-        route("agent", Requires(mcp=("rube",)), [daemon("a", "mcp:other")])
+        route("agent", Requires(mcp=("rube",)), [daemon("a", "other")])
     assert "MCP server 'rube'" in str(caught.value)
     assert "SKILLQ_MCP_SERVERS" in str(caught.value)
 

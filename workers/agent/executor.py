@@ -191,6 +191,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                    timeout_s: float, calls: Calls | None = None,
                    extra_tools: Sequence[Tool[None]] = (),
                    requested_model: str | None = None,
+                   mcp_servers: Sequence[str] | None = None,
                    prompt_for: Callable[[bool], StepPrompt] | None = None,
                    text_output: str | None = None,
                    on_text: Callable[[str], None] | None = None) -> AgentOutcome:
@@ -199,7 +200,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
 
     ``prompt_for(tool_calls)`` replaces the step's own prompt (`skillq ask`'s);
     ``text_output`` names the output a plain-text answer is recorded as; ``on_text`` is
-    given the answer's text as the model streams it."""
+    given the answer's text as the model streams it; ``mcp_servers`` those whose tools it
+    gets (default: its skill's requires.mcp)."""
     run_id, step_id, item, _ = row_id.rsplit("/", 3)
     key = TurnKey(run_id, step_id, int(item))
     m = skill.manifest
@@ -240,7 +242,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     # The MCP servers the skill requires (requires.mcp), as this daemon declares them;
     # opened by the agent's run, so their start and calls are inside its timeout.
     try:
-        servers = toolsets_for(m.requires.mcp if tool_calls else (),
+        servers = toolsets_for((m.requires.mcp if mcp_servers is None else mcp_servers)
+                               if tool_calls else (),
                                ctx.settings.mcp_servers.get_secret_value(),
                                timeout_s=timeout_s, retries=TOOL_RETRIES)
     except McpUnavailable as exc:

@@ -31,6 +31,7 @@ import jsonschema  # type: ignore[import-untyped]
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import RawToolArgs, ValidatedToolArgs, WrapToolValidateHandler
 from pydantic_ai.messages import ToolCallPart
@@ -48,7 +49,7 @@ from shared.mcp_servers import (
     secret_names,
     with_secrets,
 )
-from shared.secrets import secrets_for
+from shared.secrets import redact_value, secrets_for
 from workers.agent.tool_args import (
     BadArguments,
     ToolArguments,
@@ -177,16 +178,21 @@ class McpToolset(AbstractToolset[Any]):
         assert self._client is not None, "the agent calls tools only while it runs"
         meta = tool.tool_def.metadata or {}
         result = await self._client.call_tool(str(meta["mcp_tool"]), tool_args)
-        texts = [getattr(b, "text", None) for b in result.content]
-        if result.is_error:
-            # as skillq's own tools answer a failure: text the model reads and acts on
-            return f"error: {' '.join(t for t in texts if t) or 'the tool failed'}"
-        if result.structured_content is not None:
-            return result.structured_content
-        if all(t is not None for t in texts):
-            return "\n".join(t for t in texts if t is not None)
-        return [b.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for b in result.content]
+        # a server may answer with the credentials it was given: never to the model
+        return redact_value(_answer(result), self._secrets)
+
+
+def _answer(result: CallToolResult) -> Any:
+    texts = [getattr(b, "text", None) for b in result.content]
+    if result.is_error:
+        # as skillq's own tools answer a failure: text the model reads and acts on
+        return f"error: {' '.join(t for t in texts if t) or 'the tool failed'}"
+    if result.structured_content is not None:
+        return result.structured_content
+    if all(t is not None for t in texts):
+        return "\n".join(t for t in texts if t is not None)
+    return [b.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for b in result.content]
 
 
 def _reason(exc: BaseException) -> str:

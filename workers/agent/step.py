@@ -39,8 +39,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         run = session.get(PipelineRun, run_id)
         source = run.source if run is not None else "production"
         pipeline = run.skill if run is not None else skill.name
-        requested = _requested_model(run.plan if run is not None else {},
-                                     row_id.rsplit("/", 3)[1])
+        planned = _planned(run.plan if run is not None else {}, row_id.rsplit("/", 3)[1])
         states = library_states(session, run.vault if run is not None else str(vault_root))
     disabled = {name for name, state in states.items() if not state.enabled}
     names = allowed_skills(skill, vault.skills, disabled)
@@ -63,7 +62,11 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
             ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
             catalog_skills=usable,
             timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
-            calls=calls, extra_tools=tools, requested_model=requested,
+            calls=calls, extra_tools=tools,
+            requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
+            # the servers it was routed by: its skill's, and for an ask the invoked skills'
+            mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or
+                              skill.manifest.requires.mcp),
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
                                       vault.skills, states) if asked else None,
             text_output="answer" if asked else None, on_text=stream)
@@ -72,10 +75,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
             stream.close()
 
 
-def _requested_model(plan: Mapping[str, Any], step_id: str) -> str | None:
-    """The model an execute_skill call asked this step's run to use (shared/plan.py)."""
-    for step in plan.get("steps", []):
-        if step.get("id") == step_id:
-            found = (step.get("agent") or {}).get("requested")
-            return str(found) if found else None
-    return None
+def _planned(plan: Mapping[str, Any], step_id: str) -> Mapping[str, Any]:
+    """The step as the run's plan stored it (shared/plan.py PlanStep): the model an
+    execute_skill call asked for, the MCP servers it was routed by."""
+    return next((s for s in plan.get("steps", []) if s.get("id") == step_id), {})
