@@ -21,8 +21,9 @@ orchestrator.launch.launch (the run recorded and its first step planned in one
 transaction, then sent) and launch.wait_run, woken by the run's NOTIFY; a latency sample
 ends when the client has the result (where `skillq run` prints it; the run's
 benchmarks.json files, written just after, are awaited before the next sample as the
-command awaits them before it exits). The raw side waits by polling a fresh AsyncResult
-per task id (every 2 ms for latency, 20 ms for fan-outs).
+command awaits them before it exits). The raw side waits for a latency sample with
+``AsyncResult.get()``, as a Celery user does (figure a-wait sets it beside polling every
+2 ms, as (a) was measured until 2026-12-05), and polls a fan-out's results every 20 ms.
 
 Figures (ratio, target):
   a  one-step pipeline latency vs a bare Celery round trip, median of N        <= 2x

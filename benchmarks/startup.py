@@ -156,7 +156,7 @@ class Stack:
     def stop(self) -> None:
         from orchestrator.api.process import stop_api
         from orchestrator.embedded import stop_embedded
-        from orchestrator.local_stack import stop_pids
+        from orchestrator.processes import stop_pids
 
         stop_api(self.home)
         if self.worker is not None and self.worker.poll() is None:

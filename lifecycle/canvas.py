@@ -22,7 +22,8 @@ from celery import Celery, group
 from celery.canvas import Signature
 from kombu.exceptions import ChannelError
 
-from lifecycle.planner import Dispatch
+from lifecycle.dispatch import Dispatch
+from shared.attempt_id import AttemptId
 from shared.celery_app import NORMAL_PRIORITY, URGENT_PRIORITY
 from shared.queues import CONTROL_QUEUE
 
@@ -38,7 +39,7 @@ def readable_args(d: Dispatch) -> str:
     worker). ``<run>/<step>/<item>/<attempt>`` already names the step; a batch shows
     its first id and how many more."""
     ids = d.step_run_ids
-    label = d.label or ids[0].split("/")[1]  # the step id when the planner gave no label
+    label = d.label or AttemptId.parse(ids[0]).step_id  # when the planner gave no label
     more = f" (+{len(ids) - 1} more)" if len(ids) > 1 else ""
     return f"{label}: {ids[0]}{more}"
 

@@ -45,12 +45,13 @@ from psycopg.errors import LockNotAvailable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from shared.attempt_id import AttemptId
 from shared.db import libpq
 from shared.db.pipelined import begin_command, plain
 from shared.db.session import transaction
 
-if TYPE_CHECKING:  # the planner's claims import this module
-    from lifecycle.planner import Dispatch
+if TYPE_CHECKING:
+    from lifecycle.dispatch import Dispatch
 
 # The two-key form of advisory locks, a key space apart from single-key ones (the
 # migrations' and beat's): this class number, then the hash of the run's id.
@@ -85,8 +86,11 @@ def is_lone_first(row_id: str) -> bool:
     """The first attempt of a step's only item ("<run>/<step>/-1/1"): the attempt a
     worker claims with its run's row (workers/step_runner.py ``_claim_lone``), which is
     the claim that waits for the fence."""
-    parts = row_id.rsplit("/", 2)
-    return len(parts) == 3 and parts[1] == "-1" and parts[2] == "1"
+    try:
+        attempt = AttemptId.parse(row_id)
+    except ValueError:
+        return False
+    return attempt.item == -1 and attempt.attempt == 1
 
 
 def goes_ahead(dispatches: Sequence[Dispatch]) -> bool:
@@ -102,8 +106,8 @@ def hold(session: Session, run_id: str) -> Iterator[None]:
     """Take ``run_id``'s fence in the session's transaction, until it ends: its statement
     (with the transaction's BEGIN) is sent before the block runs, and its answer awaited
     as the block ends, so what the block sends (the message) overlaps its round trip.
-    Sent as one simple query through libpq (``libpq.send``): psycopg's pipeline cost
-    ~0.3 ms of CPU here, on the path of every one-step run. The block must not use the
+    Sent as one simple query through libpq (``libpq.send``): psycopg's pipeline costs
+    more CPU here, on the path of every one-step run. The block must not use the
     session: its connection awaits that answer meanwhile."""
     with plain(session) as pg:
         libpq.send(pg, "; ".join(filter(None, [begin_command(pg), _hold_sql(run_id)])))

@@ -27,12 +27,15 @@ from sqlalchemy import String, bindparam, func, select
 from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from lifecycle import step_counts, transitions
+from lifecycle.dispatch import Dispatch
 from lifecycle.recording import FilesDue
 from lifecycle.routing import NoRoute, OnlineDaemon, Route, folder_of, recent_daemons, route
 from lifecycle.run_end import count_run, finish_parent
+from shared.attempt_id import AttemptId
 from shared.cache import input_hash
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
+from shared.db.txn_context import context
 from shared.manifest import OnFailure
 from shared.notes import note_lost_step
 from shared.plan import Plan, PlanStep
@@ -54,14 +57,6 @@ MIN_MESSAGES = 2
 HISTORY_WINDOW = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Dispatch:
-    step_run_ids: tuple[str, ...]  # one message: several when the step's items are quick
-    queue: str
-    label: str = ""  # the step's skill: what Flower shows beside the ids (canvas.py)
-    urgent: bool = False  # taken before the queue's other messages (canvas.py priority)
-
-
 @dataclass
 class Outcome:
     dispatch: list[Dispatch] = field(default_factory=list)
@@ -79,10 +74,6 @@ class _ItemError(Exception):
         super().__init__(message)
         self.index = index
         self.message = message
-
-
-def step_run_id(run_id: str, step_id: str, item: int, attempt: int) -> str:
-    return f"{run_id}/{step_id}/{item}/{attempt}"
 
 
 def _now() -> datetime:
@@ -136,7 +127,7 @@ class _Advance:
         # succeeded: their stored outputs
         self.lone: dict[str, Any] = {
             step: outputs for (run_id, step), outputs in
-            session.info.get(transitions.SUCCEEDED_LONE, {}).items() if run_id == run.id}
+            context(session).succeeded_lone.items() if run_id == run.id}
 
     # -- attempts -----------------------------------------------------------------
     def _next_attempt(self, row: StepRun, due: datetime | None) -> None:
@@ -147,8 +138,8 @@ class _Advance:
             self._fail(row.step_id, row.item_index, str(exc))
             return
         new = transitions.add_attempt(
-            self.session, follows=row, id=step_run_id(row.run_id, row.step_id, row.item_index,
-                                         row.attempt + 1),
+            self.session, follows=row,
+            id=str(AttemptId(row.run_id, row.step_id, row.item_index, row.attempt + 1)),
             run_id=row.run_id, step_id=row.step_id, item_index=row.item_index,
             attempt=row.attempt + 1, skill=row.skill, version=row.version, source=row.source,
             queue=where.queue_for(row.item_index + 1), route=where.reason, inputs=row.inputs,
@@ -296,7 +287,7 @@ class _Advance:
         inline = self.settings.inline_output_bytes
         for n, (index, inputs, _) in enumerate(prepared):  # stored before COPY takes over
             prepared[n] = (index, pack(self.session, inputs, inline), input_hash(inputs))
-        ids = [step_run_id(self.run.id, step.id, index, 1) for index, _, _ in prepared]
+        ids = [AttemptId.text(self.run.id, step.id, index, 1) for index, _, _ in prepared]
         # Rows are made as COPY takes them, not held all at once (a wide fan-out's are
         # most of what an advance holds); prepared keeps only what each row needs.
         transitions.launch_attempts(self.session, (
@@ -431,7 +422,7 @@ def _optional_input(expr: Any, given: dict[str, Any]) -> bool:
     return ref is not None and ref.kind == "input" and ref.name not in given
 
 
-# A run's inputs hold its fan-out lists (600 KB at 100,000 items) and its outputs their
+# A run's inputs hold its fan-out lists (large in a wide fan-out) and its outputs their
 # results: read when a step is launched or the run ends, not on every advance.
 LAZY = (defer(PipelineRun.inputs), defer(PipelineRun.outputs))
 
@@ -441,7 +432,7 @@ def lock_run(session: Session, run_id: str) -> PipelineRun | None:
     # A run this session recorded (as `skillq run` plans the first step in the
     # transaction that records the run) is no other transaction's to see yet: the object
     # itself, whole (its first launch reads the inputs).
-    new: PipelineRun | None = session.info.get(transitions.NEW_RUNS, {}).get(run_id)
+    new = context(session).new_runs.get(run_id)
     if new is not None and new in session:
         return new
     run = session.get(PipelineRun, run_id, options=LAZY, with_for_update=True)
@@ -456,8 +447,8 @@ def locked_run(session: Session, columns: dict[str, Any]) -> PipelineRun:
     not loaded it before.
 
     Made as the ORM makes an object it loads, its columns set as loaded values: the
-    instrumented constructor records each as a change first (0.2 ms of CPU on every
-    lone cache hit's path)."""
+    instrumented constructor records each as a change first (CPU spent for nothing on
+    every lone cache hit's path)."""
     run: PipelineRun = PipelineRun.__mapper__.class_manager.new_instance()
     run.__dict__.update(columns)
     make_transient_to_detached(run)

@@ -59,7 +59,7 @@ def in_state(*states: StepState) -> ColumnElement[bool]:
     Not as parameters: psycopg prepares a statement once it has run five times, and
     PostgreSQL's generic plan for ``state = $1`` cannot tell 'pending' (most of a new
     fan-out's items) from 'retrying' (a few): planned for any state, the planner's
-    questions read every item of the step (97 ms at 100,000) to find the few it wants.
+    questions read every item of the step (slow in a wide fan-out) to find the few it wants.
     """
     values: list[ColumnElement[str]] = [literal_column(f"'{StepState(s).value}'")
                                         for s in states]
@@ -210,7 +210,7 @@ def _write(session: Session) -> None:
     if not values:
         return
     # One fixed statement, its rows as arrays in key order: no ORM bulk insert and no
-    # compile per commit (they were a third of a one-step commit's Python).
+    # compile per commit (they were a large part of a one-step commit's Python).
     runs, steps, states, items = (list(column) for column in zip(*values, strict=True))
     deferred.defer(session, _ADD_COUNTS, {"runs": runs, "steps": steps, "states": states,
                                           "items": items})

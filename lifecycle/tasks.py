@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from lifecycle import canvas, launch_fence, run_end_notice, transitions
 from lifecycle.context import WorkerContext, current
-from lifecycle.planner import Dispatch, Outcome
+from lifecycle.dispatch import Dispatch
+from lifecycle.planner import Outcome
 from lifecycle.planner import advance as plan_advance
 from lifecycle.recording import files_due, write_files
 from lifecycle.routing import OnlineDaemon

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from orchestrator import local_stack as ls
+from orchestrator import processes as procs
 from orchestrator.embedded_credentials import (
     PG_DATA,
     PG_DATABASE,
@@ -76,7 +76,7 @@ def resolve_endpoints(settings: Settings, *, start: bool = True) -> Endpoints:
     if not (broker and database):
         home = settings.home.expanduser().resolve()
         if start or home.exists():
-            with ls.stack_lock(home):
+            with procs.stack_lock(home):
                 state = _read_state(home)
                 # made only once a server runs or starts: `start=False` on an empty home
                 # leaves no file behind
@@ -101,28 +101,28 @@ def stop_embedded(home: Path) -> list[str]:
     home = home.expanduser().resolve()
     if not home.is_dir():
         return []
-    with ls.stack_lock(home):
-        redis_pid, (pg_pid, _) = ls.read_pid(home / REDIS_PID), _postmaster(home)
+    with procs.stack_lock(home):
+        redis_pid, (pg_pid, _) = procs.read_pid(home / REDIS_PID), _postmaster(home)
         # SIGTERM: Redis flushes its append-only file; SIGINT: PostgreSQL's fast shutdown
         # (its SIGTERM would wait for every client, workers included, to disconnect).
         found = [(name, pid, sig) for name, pid, sig, needle in (
             ("redis", redis_pid, signal.SIGTERM, "redis-server"),
-            ("postgres", pg_pid, signal.SIGINT, "postgres")) if ls.runs(pid, needle)]
-        ls.stop_pids([(p, s) for _, p, s in found if p], group=False, timeout_s=STOP_TIMEOUT_S)
+            ("postgres", pg_pid, signal.SIGINT, "postgres")) if procs.runs(pid, needle)]
+        procs.stop_pids([(p, s) for _, p, s in found if p], group=False, timeout_s=STOP_TIMEOUT_S)
         (home / REDIS_PID).unlink(missing_ok=True)
     return [name for name, _, _ in found]
 
 
-def embedded_status(home: Path) -> list[ls.Service]:
+def embedded_status(home: Path) -> list[procs.Service]:
     """The embedded servers ever started under home, running or not."""
     state, found = _read_state(home), []
     if (home / REDIS_DIR).is_dir():
-        pid = ls.read_pid(home / REDIS_PID)
-        found.append(ls.Service("redis", pid, ls.runs(pid, "redis-server"),
+        pid = procs.read_pid(home / REDIS_PID)
+        found.append(procs.Service("redis", pid, procs.runs(pid, "redis-server"),
                              f"127.0.0.1:{state.get('redis_port', '?')}"))
     if (home / PG_DATA).is_dir():
         pid, port = _postmaster(home)
-        found.append(ls.Service("postgres", pid, ls.runs(pid, "postgres"),
+        found.append(procs.Service("postgres", pid, procs.runs(pid, "postgres"),
                              f"127.0.0.1:{port or state.get('postgres_port', '?')}"))
     return found
 
@@ -131,13 +131,13 @@ def embedded_status(home: Path) -> list[ls.Service]:
 
 def _redis(home: Path, state: dict[str, int], start: bool,
            creds: Callable[[], Credentials]) -> str | None:
-    pid, port = ls.read_pid(home / REDIS_PID), state.get("redis_port")
-    if pid and not port and ls.runs(pid, "redis-server"):  # state lost: never two on one AOF
-        ls.stop_pids([(pid, signal.SIGTERM)], group=False, timeout_s=STOP_TIMEOUT_S)
-    if port and ls.runs(pid, "redis-server"):
+    pid, port = procs.read_pid(home / REDIS_PID), state.get("redis_port")
+    if pid and not port and procs.runs(pid, "redis-server"):  # state lost: never two on one AOF
+        procs.stop_pids([(pid, signal.SIGTERM)], group=False, timeout_s=STOP_TIMEOUT_S)
+    if port and procs.runs(pid, "redis-server"):
         # alive, maybe still loading its append-only file: wait for it rather than start a twin
         password = creds().redis
-        _await(partial(_redis_ping, home, port, password), partial(ls.pid_alive, pid),
+        _await(partial(_redis_ping, home, port, password), partial(procs.pid_alive, pid),
                "Redis", home / REDIS_LOG)
     elif not start:
         return None
@@ -166,10 +166,10 @@ def _start_redis(home: Path, port: int, password: str) -> None:
             str(home / REDIS_PID), "--logfile", str(log), "--daemonize", "no"]
     # Not --daemonize yes: as our child its failure (a port taken meanwhile) shows at once
     # instead of after a timeout. Its own session keeps a terminal's Ctrl-C away from it.
-    with ls.open_log(log) as fh:
+    with procs.open_log(log) as fh:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=fh, stderr=fh,
                                 start_new_session=True)
-    ls.started.append(proc)
+    procs.started.append(proc)
     assert proc.stdin is not None  # stdin=PIPE
     with contextlib.suppress(BrokenPipeError):  # it exited at once: _await shows its log
         proc.stdin.write(f"requirepass {_redis_quoted(password)}\n".encode())
@@ -212,10 +212,10 @@ def _secure_redis(home: Path, port: int, password: str) -> None:
 def _postgres(home: Path, state: dict[str, int], start: bool,
               creds: Callable[[], Credentials]) -> str | None:
     pid, port = _postmaster(home)
-    if port and ls.runs(pid, "postgres"):
+    if port and procs.runs(pid, "postgres"):
         password = creds().postgres
         _grant_home_search(home)
-        _await(partial(_pg_ready, home, port, password), partial(ls.pid_alive, pid),
+        _await(partial(_pg_ready, home, port, password), partial(procs.pid_alive, pid),
                "PostgreSQL", home / PG_LOG)
     elif not start:
         return None
@@ -232,7 +232,7 @@ def _start_postgres(home: Path, port: int, password: str) -> None:
     bin_dir, data, log = _pg_bin(), home / PG_DATA, home / PG_LOG
     data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ls.open_log(log).close()
+    procs.open_log(log).close()
     account = _pg_account()
     if account:
         os.chown(data.parent, *account)
@@ -339,7 +339,7 @@ def _pg_run(exe: Path, args: list[str], home: Path, account: tuple[int, int] | N
     uid, gid = account or (None, None)
     log = home / PG_LOG
     try:
-        with ls.open_log(log) as fh:
+        with procs.open_log(log) as fh:
             # cwd: a directory that account may enter (initdb looks up its cwd)
             done = subprocess.run(
                 [str(exe), *args], stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
@@ -351,7 +351,7 @@ def _pg_run(exe: Path, args: list[str], home: Path, account: tuple[int, int] | N
     if failed:
         hint = f"; {hint}" if hint else ""
         raise ConfigError(f"embedded PostgreSQL: {exe.name} failed ({failed}){hint}; "
-                          f"last lines of {log}:\n{ls.tail(log)}")
+                          f"last lines of {log}:\n{procs.tail(log)}")
 
 
 def _pg_ready(home: Path, port: int, password: str) -> bool:
@@ -388,7 +388,7 @@ def _await(ready: Callable[[], bool], alive: Callable[[], bool], what: str, log:
     while not ready():
         if not alive() or time.monotonic() > deadline:
             why = "exited" if not alive() else f"did not answer within {START_TIMEOUT_S:.0f}s"
-            raise ConfigError(f"embedded {what} {why}; last lines of {log}:\n{ls.tail(log)}")
+            raise ConfigError(f"embedded {what} {why}; last lines of {log}:\n{procs.tail(log)}")
         time.sleep(0.05)
 
 

@@ -284,7 +284,7 @@ def run_progress(conn: Connection, run_id: str, *, counts: bool = True
         if run is None:
             raise RunNotFound(run_id)
         # Kept per step as states change (lifecycle/step_counts.py): a few rows, not a
-        # GROUP BY over every attempt (330 ms at 100,000 items, every POLL_S).
+        # GROUP BY over every attempt (slow in a wide fan-out, and asked every POLL_S).
         counted = state_counts(session, descendant_run_ids(session, run_id)) \
             if counts and not RunState(run.state).terminal else {}
         session.expunge(run)

@@ -2,7 +2,7 @@
 
 A waiting client (`skillq run`, the MCP server, `skillq ask`, a benchmark) needs a
 connection LISTENing on the channels of run ends and of their files. Opening one costs a
-backend's start and a password exchange (~2.6 ms, a tenth of a one-step run), so a
+backend's start and a password exchange (a real part of a one-step run), so a
 finished wait hands its connection back here and the next wait takes it. An idle
 connection is kept UNLISTENed: a listener nobody reads would have the server queue run
 ends for it without end.

@@ -229,7 +229,7 @@ def create_app(settings: Settings, *, broker_url: str, result_backend: str | Non
         # (workers/step_runner.py claim), so nothing runs twice; cancelling it, as
         # Celery 6 will by default, would throw the step's work away at every broker blip.
         worker_cancel_long_running_tasks_on_connection_loss=False,
-        # Task events cost a third of a fan-out's throughput (benchmarks/execution.py);
+        # Task events slow a fan-out down markedly (benchmarks/README.md);
         # Flower turns them on remotely when someone is watching, or set
         # SKILLQ_TASK_EVENTS=1 (deploy/: where Flower runs) to have them from the start.
         worker_send_task_events=settings.task_events,

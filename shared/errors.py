@@ -1,6 +1,21 @@
 """Every error skillq raises on purpose, under one base class.
 
     SkillqError
+     ├── NotFound               a name or id that nothing has (no exit code of its own:
+     │    │                     each member keeps its own)
+     │    ├── RunNotFound        a run id no record has
+     │    ├── VersionNotPublished
+     │    │                      a run wants a version that was never published
+     │    └── SkillNotFound      (also a VaultError, below)
+     ├── Refused                an operation refused by the state of what it names;
+     │    │                     nothing changed (no exit code of its own)
+     │    ├── RunRefused         cancel/retry of a run not in a state for it (ended, still
+     │    │                      going, nested, succeeded)
+     │    ├── PublishError       publish/rollback refused (tests failed, unpublished edits,
+     │    │                      nothing to restore)
+     │    ├── FolderChanged      a published skill's files differ from what was published
+     │    ├── SkillDisabled      (also a LibraryError, below)
+     │    └── HasDependents      (also a LibraryError, below)
      ├── ConfigError            settings or environment unusable (names the variable)
      │    ├── SecretsFileError   the secrets file is readable by others, or malformed
      │    ├── SandboxError       steps cannot be isolated as SKILLQ_SANDBOX asks
@@ -9,7 +24,7 @@
      │    └── ApiError           the local API (SKILLQ_HOME/api.json) refused this command
      │                           (token, Host) or broke off mid-request
      ├── VaultError             the vault folder itself cannot be read
-     │    └── SkillNotFound      a name that no skill in the vault has
+     │    └── SkillNotFound      a name that no skill in the vault has (also a NotFound)
      ├── ValidationFailed       one or more skills are invalid (carries every Problem)
      ├── InputError             inputs given to a run do not fit the skill's declared inputs
      ├── NoWorker               no online daemon can run a step of the run (before dispatch)
@@ -21,21 +36,17 @@
      ├── ExportError            a skill cannot be written in the requested on-disk form
      ├── LibraryError           a library change refused (pins full, bad label, unknown skill)
      │    ├── SkillDisabled      a disabled skill (or a disabled callee) was asked to run
+     │    │                      (also a Refused)
      │    └── HasDependents      delete/disable would break the skills that refer to it
+     │                           (also a Refused)
      ├── ArchiveError           a vault archive cannot be written, read or imported
      ├── MissingSecret          a skill declares a secret this worker cannot provide
      ├── TestCaseError          `skillq test`: no such case, or a skill without cases
      ├── NoteError              `skillq notes`: no such note, or a status change refused
-     ├── PublishError           publish/rollback refused (tests failed, nothing to restore)
-     ├── FolderChanged          a published skill's files differ from what was published
-     ├── VersionNotPublished    a run wants a version that was never published
      ├── ScheduleError          `skillq schedule`/`beat`: no such schedule, lock lost
      │    └── CronError         a cron line or time zone that cannot be used
      ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
      ├── BadCursor              a dashboard page cursor that cannot be read
-     ├── RunNotFound            a run id no record has
-     ├── RunRefused             cancel/retry of a run not in a state for it (ended, still
-     │                          going, nested, succeeded)
      ├── ArtifactError          `skillq artifact get`: no such key in the shared store, a
      │                          reference that is not one, nowhere to write the bytes
      ├── StepFailed             a step message's attempt failed (the Celery task's FAILURE)
@@ -47,6 +58,14 @@
      │                          key, bad signature, expired, replayed): discarded, not run
      └── IllegalTransition      a run or step state change the tables in shared/states.py
                                 forbid (a bug, or a stale redelivery): never written
+
+NotFound and Refused are families to catch (``except NotFound``: the local API's 404);
+a class that is also another's (SkillNotFound a VaultError) has both bases, the older
+first so that its exit code stays. A class whose errors mix "no such X" with other
+refusals (TestCaseError, NoteError, ScheduleError, ArtifactError, KeyRegistryError,
+LibraryError) is in neither; nor are MessageRefused (a worker's message gate, never a
+user's operation) and IllegalTransition (a bug signal). tests/unit/test_errors.py pins
+every exit code.
 
 Control-flow signals (retry, skip an item) are not errors and do not live here.
 The CLI turns any SkillqError into a message and an exit code, never a traceback.
@@ -68,6 +87,21 @@ class SkillqError(Exception):
     """Base of every error skillq raises on purpose."""
 
     exit_code: int = 1
+
+
+class NotFound(SkillqError):
+    """A name or id that nothing has: catch this for "no such thing" in any family.
+
+    No exit code of its own: a member keeps the one it had (SkillNotFound 2, as a
+    VaultError; RunNotFound 1). Only classes that mean nothing else are members: one
+    that also refuses for other reasons (NoteError, ScheduleError, ArtifactError,
+    TestCaseError, KeyRegistryError) stays outside."""
+
+
+class Refused(SkillqError):
+    """An operation refused because of the state of what it names (a run ended, a skill
+    disabled or referred to, a folder that differs from what was published): nothing was
+    changed. No exit code of its own: a member keeps the one it had."""
 
 
 class ConfigError(SkillqError):
@@ -104,7 +138,7 @@ class VaultError(SkillqError):
     exit_code = 2
 
 
-class SkillNotFound(VaultError):
+class SkillNotFound(VaultError, NotFound):
     def __init__(self, name: str, vault: str, suggestion: str | None = None) -> None:
         hint = f"; did you mean '{suggestion}'?" if suggestion else "; `skillq list` shows them"
         super().__init__(f"no skill named '{name}' in vault {vault}{hint}")
@@ -135,7 +169,7 @@ class LibraryError(SkillqError):
     pass
 
 
-class SkillDisabled(LibraryError):
+class SkillDisabled(LibraryError, Refused):
     """Raised before anything is recorded: the run is refused as a whole."""
 
     def __init__(self, disabled: Iterable[tuple[str, str | None]]) -> None:
@@ -147,7 +181,7 @@ class SkillDisabled(LibraryError):
                          + " ".join(self.names) + "`, or remove it from the pipeline")
 
 
-class HasDependents(LibraryError):
+class HasDependents(LibraryError, Refused):
     """Every referrer is named, with how it refers, so the user can decide."""
 
     def __init__(self, action: str, name: str, referrers: Iterable[str]) -> None:
@@ -185,11 +219,11 @@ class NoteError(SkillqError):
     exit_code = 2
 
 
-class PublishError(SkillqError):
+class PublishError(Refused):
     """Nothing was published: the folder and the records are as before."""
 
 
-class FolderChanged(SkillqError):
+class FolderChanged(Refused):
     """Names every changed, added or removed file (a step fails with this message)."""
 
     error_kind = "folder_changed"
@@ -208,7 +242,7 @@ class FolderChanged(SkillqError):
                          f"from the published v{version}: {what}. To run it, {fix}")
 
 
-class VersionNotPublished(SkillqError):
+class VersionNotPublished(NotFound):
     error_kind = "version_not_published"
 
     def __init__(self, name: str, version: int, vault_version: int | None = None) -> None:
@@ -267,13 +301,13 @@ class BadCursor(SkillqError):
     exit_code = 2
 
 
-class RunNotFound(SkillqError):
+class RunNotFound(NotFound):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run {run_id}; `skillq runs` lists them")
         self.run_id = run_id
 
 
-class RunRefused(SkillqError):
+class RunRefused(Refused):
     """`skillq cancel` or `retry` asked of a run that is not in a state for it."""
 
 

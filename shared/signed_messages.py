@@ -105,7 +105,7 @@ class Signer:
 def _unwrap(data: bytes | str) -> Any:
     """The decoder of the content type: the pool process's, after the gate checked these
     very bytes, so only the body is taken out (open_envelope's field checks, the gate's,
-    cost a tenth of a millisecond more on every step's path)."""
+    would cost more on every step's path)."""
     text = data if isinstance(data, str) else bytes(data).decode("utf-8")
     body = json.loads(text)["body"]
     if not isinstance(body, str):

@@ -36,7 +36,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # The largest frontmatter in examples/ and the built-in skills is under 3 KB and the Agent
 # Skills corpus's longest (a 20,000-character license) 20 KB. 128 KiB leaves skill.yaml room
 # for long inline prompts, yet the costliest document that size (a flow list of 65,000
-# one-digit items) still loads in about half a second.
+# one-digit items) still loads quickly enough not to stall a worker.
 MAX_YAML_BYTES = 128 * 1024
 # The deepest skill in this repository nests 5 levels; 64 is far past any honest schema
 # and well inside Python's recursion limit, which the builder's recursion relies on.

@@ -170,8 +170,8 @@ def migrate(database_url: str) -> None:
     try:
         upgrade(database_url)
     except Exception as exc:
-        # Alembic only when there is something to migrate: importing it costs a starting
-        # worker half a second (benchmarks/stack_footprint.py's cold start)
+        # Alembic only when there is something to migrate: importing it slows every
+        # worker's start, which a cold `skillq run` waits for
         from alembic.util import CommandError
 
         if not isinstance(exc, CommandError):

@@ -23,6 +23,7 @@ from celery.worker.request import Request
 from lifecycle import transitions
 from lifecycle.context import current
 from lifecycle.tasks import advance_run
+from shared.attempt_id import AttemptId
 from shared.db.outage import through_outage
 from shared.db.session import transaction
 from workers import attempt_end
@@ -49,7 +50,7 @@ def handle_loss(app: Celery, ids: Sequence[str], pid: int, why: str) -> list[str
             lost = transitions.lose_process(
                 session, ids, pid, f"its worker process (pid {pid}) died: {why}; "
                 "re-dispatched")
-            runs = {row_id.rsplit("/", 3)[0] for row_id in lost}
+            runs = {AttemptId.parse(row_id).run_id for row_id in lost}
         return lost, runs
 
     lost, runs = through_outage(record, limit_s=ctx.settings.database_outage_s,

@@ -25,6 +25,7 @@ from lifecycle import launch_fence, transitions
 from lifecycle.context import WorkerContext
 from lifecycle.planner import locked_run
 from shared import cache
+from shared.attempt_id import AttemptId
 from shared.builtin import RESERVED as BUILTIN
 from shared.builtin import builtin_skill
 from shared.db.models import PipelineRun, StepRun
@@ -105,7 +106,7 @@ def claim_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
         elif taken[row_id].attempt > 1:
             # An earlier attempt's script may outlive a dead worker in its own session:
             # end it before running the step again (one browser, one side effect).
-            kill_leftovers(row_id.rsplit("/", 1)[0] + "/")
+            kill_leftovers(AttemptId.parse(row_id).attempts_prefix)
     return [taken[i] for i in ids if i in taken]
 
 
@@ -153,7 +154,7 @@ def _claim_locked(ctx: WorkerContext, row_id: str, worker: str
             # A dead pool process or worker leaves its script running in its own session:
             # end any earlier copy of this step item on this machine before running it
             # again (one browser, one side effect).
-            kill_leftovers(row.id.rsplit("/", 1)[0] + "/")
+            kill_leftovers(AttemptId.parse(row.id).attempts_prefix)
         run = session.get(PipelineRun, row.run_id)
         if run is None or RunState(run.state).terminal:
             return None
@@ -203,7 +204,7 @@ def _claim_lone(ctx: WorkerContext, row_id: str, worker: str, plan_in: PlanIn
     came ahead of its launch's commit (lifecycle/launch_fence.py) waits for it in the
     claim's round trip; one that came ahead of its launch's lock finds nothing: it
     waits for the lock or the run to show and claims again."""
-    run_id = row_id.rsplit("/", 3)[0]
+    run_id = AttemptId.parse(row_id).run_id
     try:
         lone = _claim_lone_once(ctx, row_id, worker, plan_in)
         if isinstance(lone, _Unseen):
@@ -446,7 +447,7 @@ def run_batch(ctx: WorkerContext, ids: Sequence[str], worker: str,
             # Rolled back whole: nothing claimed, so the usual claim takes it, once the
             # run's launch has committed (that claim does not look at its fence).
             log.exception("claiming %s with its run failed; claiming it alone", ids[0])
-            run_id = ids[0].rsplit("/", 3)[0]
+            run_id = AttemptId.parse(ids[0]).run_id
             outlasting(ctx, lambda: launch_fence.wait_open(ctx.database_url, run_id),
                        "claiming a step")
             lone = None

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from shared.attempt_id import AttemptId
 from shared.states import StepState
 from workers.screen.executor import ScreenRun
 
@@ -31,7 +32,7 @@ class Claim:
 
     @property
     def item_index(self) -> int:
-        return int(self.row_id.rsplit("/", 2)[1])  # "<run>/<step>/<item>/<attempt>"
+        return AttemptId.parse(self.row_id).item
 
     @property
     def fans_out(self) -> bool:

@@ -18,7 +18,7 @@ from support.fake_llm import FakeLLMProcess
 
 from orchestrator.connect import Connection
 from orchestrator.embedded import resolve_endpoints, stop_embedded
-from orchestrator.local_stack import stop_pids
+from orchestrator.processes import stop_pids
 from shared.celery_app import create_app
 from shared.db.migrate import upgrade
 from shared.settings import Settings

@@ -17,7 +17,7 @@ from pathlib import Path
 import raw_tasks
 
 from orchestrator.embedded import resolve_endpoints, stop_embedded
-from orchestrator.local_stack import pid_alive, stop_pids
+from orchestrator.processes import pid_alive, stop_pids
 from shared.celery_app import create_app
 from shared.db.migrate import upgrade
 from shared.settings import Settings

@@ -22,7 +22,6 @@ from lifecycle.transitions.claims import (
 )
 from lifecycle.transitions.finishes import (
     LONE_ITEM,
-    SUCCEEDED_LONE,
     Finished,
     declare_lost,
     finish_attempt,
@@ -44,7 +43,6 @@ from lifecycle.transitions.launches import (
 )
 from lifecycle.transitions.runs import (
     ENDED_RUN,
-    NEW_RUNS,
     cancel_open,
     cancel_pending,
     cancel_run,
@@ -60,9 +58,7 @@ __all__ = [
     "ENDED_RUN",
     "LAUNCH_COLUMNS",
     "LONE_ITEM",
-    "NEW_RUNS",
     "REUSED_COLUMNS",
-    "SUCCEEDED_LONE",
     "Claimed",
     "Finished",
     "LoneClaim",

@@ -18,6 +18,7 @@ from lifecycle.step_counts import moved, moved_rows
 from lifecycle.transitions.finishes import move
 from lifecycle.transitions.runs import ENDED_RUN
 from shared import cache
+from shared.attempt_id import AttemptId
 from shared.db.models import PipelineRun, StepRun
 from shared.db.pipelined import pipelined
 from shared.states import StepState, check_step
@@ -113,7 +114,7 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     after it. The claim's start is when the wait ended. For a step's only item, whose
     cache hit is recorded and its run planned in the claim's transaction
     (workers/step_runner.py)."""
-    run_id = row_id.rsplit("/", 3)[0]
+    run_id = AttemptId.parse(row_id).run_id
     with pipelined(session) as pg:
         # With the connection in hand (a new one takes milliseconds), by its BEGIN.
         now = datetime.now(UTC)

@@ -17,6 +17,7 @@ from lifecycle.step_counts import moved, moved_rows
 from lifecycle.transitions.runs import ENDED_RUN, now_utc, state_values
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
+from shared.db.txn_context import context
 from shared.states import (
     RunState,
     StepState,
@@ -24,11 +25,6 @@ from shared.states import (
     step_sources,
 )
 
-# session.info: (run, step) -> stored outputs (JSON text, or None) of the steps (not
-# fan-outs: one item) whose attempt this session recorded succeeded. That attempt was
-# its item's live one (the finish matched it running), so the step's only item is final:
-# planner._Advance skips the reads that would say so.
-SUCCEEDED_LONE = "skillq.succeeded_lone"
 LONE_ITEM = -1  # a step that does not fan out has one item, numbered -1
 
 
@@ -70,7 +66,7 @@ def _finished(session: Session, run_id: str, step_id: str, item_index: int,
     if params["state"] == StepState.SUCCEEDED and item_index == LONE_ITEM:
         # The planner, in this transaction, need not ask what it would read back: the
         # JSON text as stored, so what it decodes is what a read would give.
-        session.info.setdefault(SUCCEEDED_LONE, {})[(run_id, step_id)] = params["outputs"]
+        context(session).succeeded_lone[(run_id, step_id)] = params["outputs"]
 
 
 def finish_attempt(session: Session, values: dict[str, Any], *, pid: int) -> Finished | None:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from lifecycle.step_counts import moved
 from lifecycle.transitions.runs import is_new, now_utc
+from shared.attempt_id import AttemptId
 from shared.db import deferred
 from shared.db.models import StepRun
 from shared.states import StepState
@@ -90,7 +91,7 @@ def reuse_attempts(session: Session, run_id: str, rows: Sequence[StepRun],
         raise ValueError("only a succeeded attempt is reused")
     now = now or now_utc()
     copies = [{**_DEFAULTS, **{c: getattr(r, c) for c in REUSED_COLUMNS},
-               "id": f"{run_id}/{r.step_id}/{r.item_index}/1", "run_id": run_id,
+               "id": AttemptId.text(run_id, r.step_id, r.item_index, 1), "run_id": run_id,
                "attempt": 1, "state": StepState.SUCCEEDED.value, "cache_hit": True,
                "route": f"reused from {r.id} (a retry of run {r.run_id})",
                "created_at": now} for r in rows]

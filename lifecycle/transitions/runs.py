@@ -14,6 +14,7 @@ from lifecycle.step_counts import moved_rows
 from shared.cache import input_hash
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
+from shared.db.txn_context import context
 from shared.states import (
     RunState,
     StepState,
@@ -23,7 +24,6 @@ from shared.states import (
 )
 
 ENDED_RUN = tuple(s for s in RunState if s.terminal)
-NEW_RUNS = "skillq.new_runs"  # session.info: the runs this session recorded, by id
 
 
 def now_utc() -> datetime:
@@ -50,13 +50,13 @@ def new_run(session: Session, *, run_id: str, skill: str, version: int, source: 
     # planner.lock_run takes it from here: a row this transaction inserted is seen by no
     # other, so it needs neither a lock nor a read (and, not yet flushed, it is inserted
     # as the first planning pass left it, not inserted and then updated).
-    session.info.setdefault(NEW_RUNS, {})[run_id] = run
+    context(session).new_runs[run_id] = run
     return run
 
 
 def is_new(session: Session, run_id: str) -> bool:
     """``run_id`` was recorded by this session (``new_run``), not read."""
-    return run_id in (session.info.get(NEW_RUNS) or {})
+    return run_id in context(session).new_runs
 
 
 def start_run(run: PipelineRun, now: datetime | None = None) -> None:

@@ -1,6 +1,6 @@
 """The local API: a running stack's small HTTP service that submits and follows runs.
 
-`skillq run` started cold spends about a second importing Celery, SQLAlchemy, psycopg
+`skillq run` started cold spends most of its time importing Celery, SQLAlchemy, psycopg
 and the vault code before it submits anything. A stack that is already up has all of that
 loaded, so `skillq up` also starts this service (127.0.0.1 only, a bearer token from
 SKILLQ_HOME/api.json), and `skillq run` becomes a thin client of it when it answers

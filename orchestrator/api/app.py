@@ -31,7 +31,7 @@ from orchestrator.api import runs
 from orchestrator.api.guard import ApiGuard, refusal
 from orchestrator.api.run_ends import RunEnds
 from orchestrator.connect import Connection
-from shared.errors import RunNotFound, SkillNotFound, SkillqError
+from shared.errors import NotFound, SkillqError
 
 log = logging.getLogger(__name__)
 BODY_SLACK_BYTES = 64 * 1024
@@ -83,7 +83,7 @@ async def _body(request: Request) -> Any:
 
 async def _skillq_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SkillqError)
-    status = 404 if isinstance(exc, RunNotFound | SkillNotFound) else 400
+    status = 404 if isinstance(exc, NotFound) else 400
     return refusal(status, str(exc), exc.exit_code)
 
 

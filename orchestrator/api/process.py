@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from orchestrator.api.apifile import api_file, read_api
-from orchestrator.local_stack import (
+from orchestrator.processes import (
     Service,
     cmdline,
     open_log,

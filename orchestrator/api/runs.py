@@ -1,5 +1,5 @@
 """What the local API does with a run: the same checks and submit as `skillq run`
-(orchestrator/cli/run_cmds.py), the same result object, the same cancel.
+(orchestrator/run_report.py), the same result object, the same cancel.
 
 Paths in a request (the vault, the working folder, an inputs file's folder) are on this
 machine: the API listens on loopback only, so its client is a `skillq` on the same
@@ -29,9 +29,9 @@ from typing import Any
 from kombu.exceptions import KombuError
 
 from orchestrator.api.run_ends import RunEnds
-from orchestrator.cli.run_cmds import failure_message, result_json, success_line
 from orchestrator.connect import Connection
 from orchestrator.launch import POLL_S, Progress, cancel_run, run_progress, start_run
+from orchestrator.run_report import failure_message, result_json, success_line
 from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.outage import first_line, is_outage
@@ -85,7 +85,7 @@ def broker_answers(conn: Connection) -> None:
     """ServerDown unless the broker answers now. A run's first messages go after its
     commit: a broker found down then leaves a run recorded that its command never
     follows (the workers' sweep sends it a minute later), so it is asked before anything
-    is recorded, on a pooled connection (Redis: one PING, about 0.1 ms)."""
+    is recorded, on a pooled connection (Redis: one PING, one short round trip)."""
     with conn.app.producer_or_acquire() as producer:
         link = producer.connection
         try:

@@ -281,6 +281,6 @@ def main() -> None:
                   "PostgreSQL runs (`skillq status`, or SKILLQ_DATABASE_URL)", markup=False)
         sys.exit(DatabaseUnreachable.exit_code)
     finally:
-        # The interpreter's last collection walks every object a run's imports made: about
-        # 0.3 s after the result is printed. Frozen, they are left to the process's exit.
+        # The interpreter's last collection walks every object a run's imports made: a
+        # wait the user sees after the result. Frozen, they are left to the process's exit.
         gc.freeze()

@@ -91,17 +91,12 @@ def _problems(shown: AskPrompt) -> None:
 
 def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
     from orchestrator.ask import AnswerStream, start_ask, usage_of
-    from orchestrator.cli.run_cmds import (
-        INTERRUPTED,
-        _cancel_interrupted,
-        announce,
-        failure_message,
-        result_json,
-    )
+    from orchestrator.cli.direct_run import DirectRun
+    from orchestrator.cli.follow import INTERRUPTED, cancel_interrupted
+    from orchestrator.cli.run_cmds import announce
     from orchestrator.connect import connect
     from orchestrator.launch import wait_run
     from shared.errors import PipelineFailed
-    from shared.states import RunState
 
     conn = connect()
 
@@ -119,27 +114,28 @@ def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
         common.err.print(f"note: {line}", markup=False)
     announce(asked.run_id)
     stream.follow(asked.run_id)
+    followed = DirectRun(conn, asked.run_id)
     try:
-        final = wait_run(conn, asked.run_id)
+        final = followed.ended(wait_run(conn, asked.run_id))
     except KeyboardInterrupt:
         stream.finish(None)
-        final = _cancel_interrupted(conn, asked.run_id)
-        if final.state == RunState.CANCELLED:
+        final = cancel_interrupted(followed)
+        if final.state == "cancelled":
             raise typer.Exit(INTERRUPTED) from None
-    result: dict[str, Any] = result_json(conn, final)
+    result: dict[str, Any] = final.result
     answer = (result.get("outputs") or {}).get("answer")
     rest = stream.finish(answer if isinstance(answer, str) else None)
-    usage = usage_of(conn, final.id)
+    usage = usage_of(conn, asked.run_id)
     if as_json:
-        print(json.dumps({"run_id": final.id, "state": final.state, "answer": answer,
-                          **({"error": final.error} if final.error else {}),
+        print(json.dumps({"run_id": asked.run_id, "state": final.state, "answer": answer,
+                          **({"error": result["error"]} if result.get("error") else {}),
                           "tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out,
                           "cost_usd": usage.cost_usd}, ensure_ascii=False))
     else:
         write(rest)
         if stream.printed or rest:
             write("\n")
-    common.err.print(f"run {final.id}: {usage.tokens_in} tokens in, {usage.tokens_out} "
+    common.err.print(f"run {asked.run_id}: {usage.tokens_in} tokens in, {usage.tokens_out} "
                      f"out, ${usage.cost_usd:.4f}", markup=False)
-    if final.state != RunState.SUCCEEDED:
-        raise PipelineFailed(failure_message(final))
+    if not final.succeeded:
+        raise PipelineFailed(final.failure)

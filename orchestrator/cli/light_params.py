@@ -1,7 +1,7 @@
 """Typer commands whose options are read without pydantic: for the thin `skillq run`.
 
 Typer (0.2x) coerces every non-flag parameter through a pydantic TypeAdapter, so merely
-running a command imports pydantic (about 40 ms, 120 ms with the adapters it builds).
+running a command imports pydantic and builds adapters: a large part of a thin start.
 `skillq run` and `skillq wait` take only strings, lists of strings, paths and flags,
 whose coercion is trivial; ``LightCommand`` (and ``lighten`` for the group's own flags)
 gives those parameters a coercer of its own and leaves any other to typer. Should

@@ -1,6 +1,6 @@
 """The few lines of HTTP/1.1 the thin `skillq run` speaks to the local API on 127.0.0.1.
 
-Not urllib.request: importing it (http.client, email, ssl) costs more than a third of
+Not urllib.request: importing it (http.client, email, ssl) is a large part of
 the thin command's own start-up. The API is ours and on loopback, so this asks one
 request per connection (``Connection: close``), reads to the end, and understands a
 Content-Length or chunked body: all uvicorn sends.

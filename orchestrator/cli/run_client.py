@@ -1,15 +1,16 @@
 """`skillq run` and `skillq wait` as thin clients of a running stack's local API.
 
-A cold `skillq run` used to spend about a second importing Celery, kombu, SQLAlchemy,
+A cold `skillq run` used to spend most of its time importing Celery, kombu, SQLAlchemy,
 psycopg, cryptography and the vault code before it submitted anything. When
 SKILLQ_HOME/api.json names a live local API (orchestrator/api/), the run is submitted and
 followed through it instead, and this process imports the standard library, typer and
 rich only (tests/unit/test_run_client.py holds it to that): no shared.vault, pydantic,
 SQLAlchemy or Celery here, not even indirectly.
 
-What the user sees is the direct path's, line for line: the run id on stderr, the same
-progress bar (run_bar.py), the same --json object and lines (built by the server with
-run_cmds.py's own functions), the same exit codes and Ctrl-C handling. Whenever the API
+What the user sees is the direct path's, line for line: the run is followed by the same
+code (follow.py), with the same progress bar (run_bar.py), the same --json object and
+lines (built by the server with orchestrator/run_report.py), the same exit codes and
+Ctrl-C handling. Whenever the API
 cannot be used safely the caller takes the direct path: no api.json, a dead server, a
 refused connection (nothing was sent), another environment's endpoints, a .env file
 here that sets SKILLQ_ variables (only shared/settings.py reads those), or an inputs
@@ -28,26 +29,24 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import urllib.parse
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from orchestrator.api.apifile import ApiInfo, endpoints_key, home_of, read_api
 from orchestrator.cli import common
+from orchestrator.cli.follow import Cancelled, Ended, FollowedRun, Lost, follow
 from orchestrator.cli.loopback_http import BrokeOff, NotConnected, request
-from shared.errors import ApiError, PipelineFailed, Relayed
+from shared.errors import ApiError, Relayed
 
 if TYPE_CHECKING:
     from shared.db.outage import FollowingRun
 
-INTERRUPTED = 130  # as run_cmds.INTERRUPTED (not imported: run_cmds is the heavy side)
 POLL_WAIT_S = 10.0  # one long-poll; the server answers at once on any change
 SUBMIT_TIMEOUT_S = 300.0  # the server's checks may wait for a starting worker
-CTRL_C_REASON = "cancelled: Ctrl-C on the `skillq` command following it"  # as run_cmds
 DEFAULT_OUTAGE_S = 600.0  # SKILLQ_DATABASE_OUTAGE_S's default, for an API that sent none
 
 
@@ -188,7 +187,7 @@ def submit_through_api(name: str, pairs: list[str], inputs_file: Path | None, *,
     if detach:
         common.out.print(run_id, markup=False)
         return True
-    follow(client, run_id, as_json, cancel_on_interrupt=True)
+    follow(ApiRun(client, run_id), as_json, cancel_on_interrupt=True)
     return True
 
 
@@ -204,62 +203,70 @@ def wait_through_api(run_id: str, as_json: bool) -> bool:
     except ServerOutage:  # the direct path meets the server down as it would
         return False
     common.err.print(f"run {run_id}", markup=False)
-    follow(client, run_id, as_json, cancel_on_interrupt=False)
+    follow(ApiRun(client, run_id), as_json, cancel_on_interrupt=False)
     return True
 
 
-def follow(client: Client, run_id: str, as_json: bool, *, cancel_on_interrupt: bool) -> None:
-    """run_cmds.follow, through the API."""
-    try:
-        final = _wait(client, run_id, as_json)
-    except KeyboardInterrupt:
-        if not cancel_on_interrupt:
-            common.err.print(f"stopped following run {run_id}; it goes on (`skillq wait {run_id}`, "
-                      f"`skillq cancel {run_id}`)", markup=False)
-            raise typer.Exit(INTERRUPTED) from None
-        final = _cancel_interrupted(client, run_id)
-        if final["state"] == "cancelled":
-            if as_json:
-                _print_json(final)
-            raise typer.Exit(INTERRUPTED) from None
-    except Unreachable as exc:
-        # The run is recorded and goes on without the API: follow it from here instead.
-        common.err.print(f"lost the local API ({exc}); following run {run_id} directly",
-                  markup=False)
-        from orchestrator.cli import run_cmds
-        from orchestrator.connect import connect
+class ApiRun:
+    """A run followed through the local API: the thin side of cli/follow.py."""
 
-        run_cmds.follow(connect(), run_id, as_json, cancel_on_interrupt=cancel_on_interrupt)
-        return
-    report(final, as_json)
+    def __init__(self, client: Client, run_id: str) -> None:
+        self.client, self.run_id = client, run_id
+        self.path = f"/v1/runs/{urllib.parse.quote(run_id, safe='')}"
+
+    def wait(self, quiet: bool, on_end: Callable[[Ended], None]) -> Ended:
+        from orchestrator.cli.run_bar import progress_bar
+
+        token: str | None = None
+        outage: FollowingRun | None = None  # from the first outage on
+
+        def poll() -> dict[str, Any]:
+            # while the database is away, an answer at once: its return is said when it
+            # comes
+            wait_s = 0 if outage is not None and outage.down_since is not None \
+                else POLL_WAIT_S
+            query = urllib.parse.urlencode({"wait_s": wait_s,
+                                            **({"after": token} if token else {})})
+            return self.client.call("GET", f"{self.path}?{query}",
+                                    timeout_s=POLL_WAIT_S + 30)
+
+        try:
+            with progress_bar(self.run_id, quiet) as show:
+                while True:
+                    try:
+                        found = poll() if outage is None else outage.call(poll)
+                    except ServerOutage as exc:  # the database: waited out as the
+                        outage = _following(self.run_id, exc)  # direct path does
+                        outage.down(exc)
+                        found = outage.call(poll)  # DatabaseUnreachable after the bound
+                    if found["ended"]:
+                        return _ended(found)
+                    show(int(found["total"]), int(found["done"]), found["counts"])
+                    token = str(found["token"])
+        except Unreachable as exc:
+            # The run is recorded and goes on without the API: followed from here instead.
+            raise Lost(f"lost the local API ({exc})", partial(_direct, self.run_id)) from None
+
+    def cancel(self, reason: str) -> Cancelled:
+        try:
+            done = self.client.call("POST", f"{self.path}/cancel", {"reason": reason},
+                                    SUBMIT_TIMEOUT_S)
+        except Unreachable as exc:
+            raise ApiError(f"lost the local API while cancelling run {self.run_id} ({exc}); "
+                           f"`skillq cancel {self.run_id}`") from None
+        return Cancelled(_ended(done["run"]), bool(done["ended_now"]), len(done["stopped"]))
 
 
-def _wait(client: Client, run_id: str, quiet: bool) -> dict[str, Any]:
-    from orchestrator.cli.run_bar import progress_bar
+def _ended(found: dict[str, Any]) -> Ended:
+    """The server's end-of-run answer (built with orchestrator/run_report.py)."""
+    return Ended(str(found["state"]), found["result"], str(found["failure"]),
+                 str(found["success"]))
 
-    path = f"/v1/runs/{urllib.parse.quote(run_id, safe='')}"
-    token: str | None = None
-    outage: FollowingRun | None = None  # from the first outage on
 
-    def poll() -> dict[str, Any]:
-        # while the database is away, an answer at once: its return is said when it comes
-        wait_s = 0 if outage is not None and outage.down_since is not None else POLL_WAIT_S
-        query = urllib.parse.urlencode({"wait_s": wait_s,
-                                        **({"after": token} if token else {})})
-        return client.call("GET", f"{path}?{query}", timeout_s=POLL_WAIT_S + 30)
+def _direct(run_id: str) -> FollowedRun:
+    from orchestrator.cli.direct_run import DirectRun
 
-    with progress_bar(run_id, quiet) as show:
-        while True:
-            try:
-                found = poll() if outage is None else outage.call(poll)
-            except ServerOutage as exc:  # the database: waited out as the direct path does
-                outage = _following(run_id, exc)
-                outage.down(exc)
-                found = outage.call(poll)  # DatabaseUnreachable after the bound
-            if found["ended"]:
-                return found
-            show(int(found["total"]), int(found["done"]), found["counts"])
-            token = str(found["token"])
+    return DirectRun.connecting(run_id)
 
 
 def _following(run_id: str, exc: ServerOutage) -> FollowingRun:
@@ -280,42 +287,3 @@ def _outage_bound(exc: ServerOutage) -> float:
     except ValueError:
         mine = 0.0
     return mine if mine > 0 else exc.bound_s or DEFAULT_OUTAGE_S
-
-
-def _cancel_interrupted(client: Client, run_id: str) -> dict[str, Any]:
-    def at_once(signum: int, frame: Any) -> None:
-        print(f"exiting; run {run_id} may still be running (`skillq cancel {run_id}`)",
-              file=sys.stderr, flush=True)
-        os._exit(INTERRUPTED)
-
-    signal.signal(signal.SIGINT, at_once)
-    common.err.print(f"cancelling run {run_id} (Ctrl-C again to exit at once)", markup=False)
-    try:
-        done = client.call("POST", f"/v1/runs/{urllib.parse.quote(run_id, safe='')}/cancel",
-                           {"reason": CTRL_C_REASON}, SUBMIT_TIMEOUT_S)
-    except Unreachable as exc:
-        raise ApiError(f"lost the local API while cancelling run {run_id} ({exc}); "
-                       f"`skillq cancel {run_id}`") from None
-    if done["ended_now"]:
-        stopped = f"; {len(done['stopped'])} running step(s) stopped" if done["stopped"] \
-            else ""
-        common.err.print(f"run {run_id} cancelled{stopped}", markup=False)
-    final: dict[str, Any] = done["run"]
-    return final
-
-
-def _print_json(final: dict[str, Any]) -> None:
-    print(json.dumps(final["result"], ensure_ascii=False))
-    sys.stdout.flush()
-
-
-def report(final: dict[str, Any], as_json: bool) -> None:
-    """run_cmds.report, from the server's end-of-run answer."""
-    if as_json:
-        _print_json(final)
-    if final["state"] != "succeeded":
-        raise PipelineFailed(str(final["failure"]))
-    if not as_json:
-        common.err.print(str(final["success"]), style="green")
-        print(json.dumps(final["result"]["outputs"], indent=2, ensure_ascii=False))
-        sys.stdout.flush()

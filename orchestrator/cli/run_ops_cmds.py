@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.common import err, out
-from orchestrator.cli.run_cmds import JsonOption, announce, follow
+from orchestrator.cli.follow import follow
+from orchestrator.cli.run_cmds import JsonOption, announce
 from shared.errors import RunRefused
 
 RunIdArg = Annotated[str, typer.Argument(help="The run id (`skillq runs` lists them).")]
@@ -59,13 +60,14 @@ def wait(run_id: RunIdArg, as_json: JsonOption = False) -> None:
 
     if wait_through_api(run_id, as_json):  # a running stack's local API (run_cmds.run)
         return
+    from orchestrator.cli.direct_run import DirectRun
     from orchestrator.connect import connect
     from orchestrator.launch import run_progress
 
     conn = connect()
     run_progress(conn, run_id, counts=False)  # RunNotFound before any display
     announce(run_id)
-    follow(conn, run_id, as_json, cancel_on_interrupt=False)
+    follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=False)
 
 
 def retry(
@@ -80,6 +82,7 @@ def retry(
     A new run of a failed or cancelled run (recorded as a retry of it) runs its failed
     and unfinished steps again and reuses the outputs of the steps that succeeded; it is
     followed as `skillq run` follows one (Ctrl-C cancels it)."""
+    from orchestrator.cli.direct_run import DirectRun
     from orchestrator.connect import connect
     from orchestrator.launch import start_retry
 
@@ -89,4 +92,4 @@ def retry(
     if detach:
         out.print(new_id, markup=False)
         return
-    follow(conn, new_id, as_json, cancel_on_interrupt=True)
+    follow(DirectRun(conn, new_id), as_json, cancel_on_interrupt=True)

@@ -18,11 +18,11 @@ from orchestrator.embedded import resolve_endpoints, stop_embedded
 from orchestrator.local_stack import (
     WORKER_CLASSES,
     classes_for_vault,
-    stack_status,
     start_workers,
     stop_workers,
     wait_ready,
 )
+from orchestrator.stack_status import stack_status
 from shared.endpoints import mask_url
 from shared.errors import VaultError
 from shared.problems import display_path
@@ -56,7 +56,7 @@ def up(
         if not vault_opt.is_dir():
             raise VaultError(f"vault {display_path(vault_opt)} is not a folder; pass --vault "
                              "with the folder of skills the workers should serve")
-        # the workers' environment is built from the settings (local_stack.stack_env)
+        # the workers' environment is built from the settings (processes.stack_env)
         os.environ["SKILLQ_VAULT"] = str(vault_opt.expanduser().resolve())
     settings = get_settings()
     home = settings.home.expanduser().resolve()

@@ -15,6 +15,7 @@ from lifecycle.run_costs import Usage, run_usage
 from orchestrator.dashboard import graph_svg, queries, step_states
 from orchestrator.dashboard.context import dashboard
 from orchestrator.history import RunTree, run_tree
+from shared.attempt_id import AttemptId
 from shared.db.models import Artifact, PipelineRun, StepRun
 from shared.plan import Plan
 from shared.states import RunState
@@ -106,6 +107,8 @@ def run_page(request: Request) -> HTMLResponse:
         usage = run_usage(session, [run_id]).get(run_id, Usage())
         return dash.render(request, "run.html", {
             "run": tree.run, "attempts": attempts(tree, notes), "failed": failed,
+            "parent_run": AttemptId.parse(tree.run.parent_step_run_id).run_id
+            if tree.run.parent_step_run_id else None,
             "notes": notes, "live": live, "refresh_s": REFRESH_S,
             "graph": step_graph(tree.run, tree.steps),
             "duration_ms": queries.duration_ms(tree.run),

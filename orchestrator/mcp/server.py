@@ -65,8 +65,8 @@ class Server:
 
     def run_skill(self, name: str, inputs: dict[str, Any] | None,
                   timeout_s: float) -> dict[str, Any]:
-        from orchestrator.cli.run_cmds import result_json
         from orchestrator.launch import start_run, wait_run
+        from orchestrator.run_report import result_json
         from shared.inputs import local_paths
 
         library = self.library()

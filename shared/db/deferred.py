@@ -12,7 +12,7 @@ to read back (a new run's row), and UPDATEs of rows this transaction holds FOR U
 only at its sync and SQLAlchemy checks, needs no check). Those UPDATEs are sent as plain
 UPDATEs of the changed columns, and the objects marked as having been written. A row
 written once per run (``insert_plainly``: a new run's) is inserted by a plain INSERT of
-its columns as the transaction left them, which costs half what the ORM's flush does.
+its columns as the transaction left them, which costs less than the ORM's flush.
 
 What a transaction holds for its commit (its deferred writes, the step counters'
 changes) lives in ``pending`` lists, which follow savepoints: what was added inside one
@@ -37,9 +37,8 @@ from sqlalchemy.orm import Session, SessionTransaction, make_transient_to_detach
 from sqlalchemy.orm.attributes import set_committed_value
 
 from shared.db.pipelined import pipelined
+from shared.db.txn_context import context, drop_pending
 
-_LISTS = "skillq.pending"  # session.info: key -> [what was added, in order]
-_SAVED = "skillq.pending_saved"  # session.info: savepoint -> {key: length at its start}
 _WRITES = "skillq.deferred"  # the pending list of (sql, params) to send
 _HELD = "skillq.held"  # the pending list of identity keys of rows locked FOR UPDATE
 _PLAIN = "skillq.plain_inserts"  # the pending list of new objects to INSERT by plain SQL
@@ -48,8 +47,7 @@ _producers: list[Callable[[Session], None]] = []
 
 def pending(session: Session, key: str) -> list[Any]:
     """The session's list under ``key``, held for this transaction's commit."""
-    lists: dict[str, list[Any]] = session.info.setdefault(_LISTS, {})
-    return lists.setdefault(key, [])
+    return context(session).pending.setdefault(key, [])
 
 
 def defer(session: Session, sql: str, params: Mapping[str, Any]) -> None:
@@ -75,8 +73,8 @@ def held(session: Session, obj: object) -> None:
 def insert_plainly(session: Session, obj: object) -> None:
     """``obj``, new in the session, is inserted at the commit by a plain INSERT of its
     columns as they are then, in the commit's pipeline, rather than by the ORM's flush
-    (a row written once, such as a new run's: the ORM's flush of it costs as much as the
-    rest of the commit). No other new row may need to be inserted before it."""
+    (a row written once, such as a new run's: the ORM's flush of it is a large part of
+    the commit). No other new row may need to be inserted before it."""
     pending(session, _PLAIN).append(obj)
 
 
@@ -190,7 +188,7 @@ def _update_held(session: Session, pg: psycopg.Connection[Any], objs: list[objec
             set_committed_value(obj, prop.key, state.dict.get(prop.key))
         if not state.committed_state:
             # Clean, as after a flush: else the ORM's commit flushes once more, to find
-            # nothing to write (0.3 ms of CPU at a lone cache hit's commit).
+            # nothing to write (wasted CPU at every lone cache hit's commit).
             state._commit_all(state.dict, session.identity_map)
 
 
@@ -206,22 +204,22 @@ def _all_sent(session: Session) -> None:
 @event.listens_for(Session, "after_transaction_create")
 def _savepoint(session: Session, transaction: SessionTransaction) -> None:
     if transaction.nested:
-        lists: dict[str, list[Any]] = session.info.get(_LISTS) or {}
-        saved = session.info.setdefault(_SAVED, {})
-        saved[transaction] = {key: len(items) for key, items in lists.items()}
+        txn = context(session)
+        txn.saved[transaction] = {key: len(items) for key, items in txn.pending.items()}
 
 
 @event.listens_for(Session, "after_soft_rollback")
 def _rolled_back(session: Session, previous: SessionTransaction) -> None:
-    saved = session.info.get(_SAVED) or {}
-    if previous.nested and previous in saved:
-        at_start = saved.pop(previous)
-        for key, items in (session.info.get(_LISTS) or {}).items():
+    if not previous.nested:
+        return
+    txn = context(session)
+    if previous in txn.saved:
+        at_start = txn.saved.pop(previous)
+        for key, items in txn.pending.items():
             del items[at_start.get(key, 0):]
 
 
 @event.listens_for(Session, "after_transaction_end")
 def _ended(session: Session, transaction: SessionTransaction) -> None:
     if transaction.parent is None and not transaction.nested:
-        session.info.pop(_LISTS, None)  # committed (sent), rolled back or closed
-        session.info.pop(_SAVED, None)
+        drop_pending(session)  # committed (sent), rolled back or closed

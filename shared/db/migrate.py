@@ -33,8 +33,8 @@ _REVISION = re.compile(r'^(down_)?revision\s*(?::[^=]*)?=\s*["\']?([\w-]+|None)[
 
 @cache
 def head_revision() -> str | None:
-    """The newest migration's revision, read from the files (Alembic itself costs a
-    command a third of a second to import); None when they do not form one line."""
+    """The newest migration's revision, read from the files (Alembic itself is slow
+    for a command to import); None when they do not form one line."""
     revisions, parents = set(), set()
     for path in (MIGRATIONS / "versions").glob("*.py"):
         found = dict((bool(m.group(1)), m.group(2)) for m in _REVISION.finditer(

@@ -49,7 +49,7 @@ def _begun(pg: psycopg.Connection[Any]) -> Iterator[None]:
         with pg.pipeline():
             if begin is not None:
                 # Queued as psycopg queues its own BEGIN in a pipeline: no cursor, no
-                # adaptation (a cursor's execute cost ~0.1 ms on a claim's path).
+                # adaptation (a cursor's execute costs CPU on a claim's path).
                 pg.wait(pg._exec_command(begin))
             yield
     finally:

@@ -35,7 +35,8 @@ from conftest import VAULTS, copy_vault, skillq_argv, tail, wait_until
 
 from orchestrator.api.apifile import api_file, read_api
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
-from orchestrator.local_stack import pid_alive, read_pid, stop_workers
+from orchestrator.local_stack import stop_workers
+from orchestrator.processes import pid_alive, read_pid
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.endpoints import Endpoints

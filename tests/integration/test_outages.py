@@ -35,7 +35,8 @@ from conftest import (
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
-from orchestrator.local_stack import pid_alive, stop_workers
+from orchestrator.local_stack import stop_workers
+from orchestrator.processes import pid_alive
 from shared.errors import DatabaseUnreachable
 from shared.settings import Settings
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lifecycle.canvas import readable_args
-from lifecycle.planner import Dispatch
+from lifecycle.dispatch import Dispatch
 from orchestrator.cli.flower_cmd import check_auth
 from orchestrator.schedules.firing import decide
 from shared.cron import parse_cron

@@ -21,6 +21,7 @@ from sqlalchemy import select, update
 
 from lifecycle.submit import create_run
 from shared.agent_prompt import tools_spec
+from shared.attempt_id import AttemptId
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import InputError, SkillqError
@@ -45,7 +46,7 @@ class Calls:
 
     @property
     def item(self) -> str:
-        return self.row_id.rsplit("/", 1)[0]
+        return AttemptId.parse(self.row_id).item_key
 
     def execute_skill(self, rc: RunContext[None], name: str,
                       inputs: dict[str, Any] | None = None, model: str | None = None

@@ -31,6 +31,7 @@ from sqlalchemy import select, text
 from lifecycle.context import WorkerContext
 from shared.agent_prompt import tools_spec
 from shared.agent_prompt.prompt import StepPrompt, build_prompt, skill_content
+from shared.attempt_id import AttemptId
 from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
 from shared.db.models import StepRun
 from shared.db.session import transaction
@@ -67,8 +68,8 @@ _TREE_COST = (
 
 
 # One event loop and one client per model in each process, kept between steps: a new
-# HTTP client per step (its TLS set-up reads the CA bundle) and a new loop cost an agent
-# step ~40 ms (benchmarks/agent_steps.py). Keyed by pid: a forked pool process makes its own.
+# HTTP client per step (its TLS set-up reads the CA bundle) and a new loop were a large
+# part of an agent step's own time. Keyed by pid: a forked pool process makes its own.
 _loops: dict[int, asyncio.AbstractEventLoop] = {}
 _models: dict[tuple[int, str], Any] = {}
 
@@ -202,8 +203,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     ``text_output`` names the output a plain-text answer is recorded as; ``on_text`` is
     given the answer's text as the model streams it; ``mcp_servers`` those whose tools it
     gets (default: its skill's requires.mcp)."""
-    run_id, step_id, item, _ = row_id.rsplit("/", 3)
-    key = TurnKey(run_id, step_id, int(item))
+    attempt_id = AttemptId.parse(row_id)
+    key = TurnKey(attempt_id.run_id, attempt_id.step_id, attempt_id.item)
     m = skill.manifest
     try:
         ref = effective_model(m.model, m.model_override, ctx.settings.agent_model,

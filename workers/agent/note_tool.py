@@ -15,6 +15,7 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 
 from shared.agent_prompt import tools_spec
+from shared.attempt_id import AttemptId
 from shared.db.session import transaction
 from shared.notes import AgentReport, leave_agent_note
 from shared.vault import Vault
@@ -39,7 +40,7 @@ class NoteTool:
         report = AgentReport(
             skill=name, version=skill.manifest.version, step=step or "-", error=error,
             diagnosis=diagnosis, suggested_fix=suggested_fix, inputs=inputs or {},
-            pipeline=self.pipeline, run_id=self.row_id.split("/", 1)[0],
+            pipeline=self.pipeline, run_id=AttemptId.parse(self.row_id).run_id,
             step_run_id=f"{self.row_id}#{rc.tool_call_id}", worker=self.worker)
         with transaction(self.database_url) as session:
             note = leave_agent_note(session, report, secrets=self.secrets)

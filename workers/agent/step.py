@@ -14,6 +14,7 @@ from typing import Any
 from lifecycle.context import WorkerContext
 from shared.agent_prompt import tools_spec
 from shared.agent_prompt.tools_spec import allowed_skills
+from shared.attempt_id import AttemptId
 from shared.builtin import ASK
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
@@ -33,13 +34,14 @@ BASH_TIMEOUT_S = 300.0  # one bash call: the step's own timeout still bounds the
 def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
              workdir: str | None, skill: Skill, inputs: Mapping[str, Any],
              secrets: Mapping[str, str], worker: str | None) -> AgentOutcome:
-    run_id = row_id.split("/", 1)[0]
+    attempt_id = AttemptId.parse(row_id)
+    run_id = attempt_id.run_id
     vault = open_vault(vault_root, ttl_s=ctx.settings.discovery_ttl_s)
     with transaction(ctx.database_url) as session:
         run = session.get(PipelineRun, run_id)
         source = run.source if run is not None else "production"
         pipeline = run.skill if run is not None else skill.name
-        planned = _planned(run.plan if run is not None else {}, row_id.rsplit("/", 3)[1])
+        planned = _planned(run.plan if run is not None else {}, attempt_id.step_id)
         states = library_states(session, run.vault if run is not None else str(vault_root))
     disabled = {name for name, state in states.items() if not state.enabled}
     names = allowed_skills(skill, vault.skills, disabled)

@@ -53,8 +53,8 @@ def _counter(text: str, key: str) -> int:
 
 class _Knob:
     """One file of the group, kept open: a step reads its counters and sets its limits
-    through a pread or a pwrite rather than an open, a read and a close each (about a
-    tenth of the time), and a limit is written only when it changes."""
+    through a pread or a pwrite rather than an open, a read and a close each (much
+    quicker), and a limit is written only when it changes."""
 
     def __init__(self, path: Path, *, writable: bool) -> None:
         self.path, self.writable = path, writable

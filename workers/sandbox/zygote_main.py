@@ -1,6 +1,6 @@
 """The launcher inside a sandbox: started once per worker process, it starts each step's
 command on request, inside the sandbox's namespaces, so a step pays for a fork and an
-exec rather than for building a sandbox (bubblewrap takes about 10 ms to set one up).
+exec rather than for building a sandbox (bubblewrap is slow to set one up).
 
 Run as ``python -I -S -c <this file's text>``: the standard library only, nothing of the
 worker. argv[1] is the fd of a SOCK_SEQPACKET socket to the worker process; each message is one JSON
@@ -48,7 +48,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 
 
 def _spawn(request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-    # posix_spawn (a vfork) costs a third of a fork of this interpreter; the limits are
+    # posix_spawn (a vfork) is cheaper than a fork of this interpreter; the limits are
     # this process's own hard ones, inherited, so a step cannot raise them.
     actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
     try:
