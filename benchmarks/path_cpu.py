@@ -46,9 +46,9 @@ HOOK = HERE / "pathcpu" / "hook"
 FUNCTIONS = (
     "orchestrator.launch:launch", "lifecycle.submit:create_run", "lifecycle.tasks:advance_in",
     "lifecycle.canvas:dispatch_steps", "orchestrator.run_end_listener:RunEndListener.ended",
-    "shared.signed_messages:Gate.admit", "workers.step_runner:_claim_lone",
-    "lifecycle.transitions.claims:claim_lone", "workers.step_runner:_look_up_cache",
-    "shared.cache:lookup_many", "workers.step_runner:_cache_hit",
+    "shared.signed_messages:Gate.admit", "workers.claim:_claim_lone",
+    "lifecycle.transitions.claims:claim_lone", "workers.claim:_look_up_cache",
+    "shared.cache:lookup_many", "workers.claim:_answer_from_cache",
     "workers.step_records:record_in", "lifecycle.planner:advance",
     "sqlalchemy.orm.session:SessionTransaction.commit", "lifecycle.recording:write_files")
 console = Console(width=None if sys.stdout.isatty() else 160)

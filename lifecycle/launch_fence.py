@@ -84,7 +84,7 @@ def params(run_id: str) -> dict[str, object]:
 
 def is_lone_first(row_id: str) -> bool:
     """The first attempt of a step's only item ("<run>/<step>/-1/1"): the attempt a
-    worker claims with its run's row (workers/step_runner.py ``_claim_lone``), which is
+    worker claims with its run's row (workers/claim.py ``_claim_lone``), which is
     the claim that waits for the fence."""
     try:
         attempt = AttemptId.parse(row_id)

@@ -20,7 +20,7 @@ from lifecycle.submit import new_run_id
 from shared.db.models import PipelineRun, StepRun
 from shared.errors import RunNotFound, RunRefused
 from shared.plan import Plan
-from shared.states import RunState, StepState
+from shared.states import RunState, StepProgress, StepState, check_progress
 
 RETRIED = (RunState.FAILED, RunState.CANCELLED)
 
@@ -57,7 +57,7 @@ def create_retry(session: Session, run_id: str, *, triggered_by: str = "retry") 
         for step in plan.steps:
             ledger = (old.progress or {}).get(step.id, {})
             rows = by_step.get(step.id, [])
-            if step.id in done or ledger.get("state") != "done" \
+            if step.id in done or ledger.get("state") != StepProgress.DONE \
                     or not set(step.after) <= done \
                     or len(rows) != ledger.get("items", 1) \
                     or any(r.state != StepState.SUCCEEDED for r in rows):
@@ -66,8 +66,11 @@ def create_retry(session: Session, run_id: str, *, triggered_by: str = "retry") 
             changed = True
     kept = [r for step in plan.steps if set(step.after) <= done
             for r in by_step.get(step.id, []) if r.state == StepState.SUCCEEDED]
-    progress = {s: {"state": "done", "items": (old.progress or {})[s].get("items", 1)}
-                for s in done}
+    # A step reused whole starts done in the new run, never launched there (waiting ->
+    # done, the one change of its progress this makes).
+    check_progress(StepProgress.WAITING, StepProgress.DONE)
+    progress = {s: {"state": StepProgress.DONE.value,
+                    "items": (old.progress or {})[s].get("items", 1)} for s in done}
     new_id = new_run_id()
     transitions.new_run(session, run_id=new_id, skill=old.skill, version=old.version,
                         source=old.source, vault=old.vault, plan=old.plan,

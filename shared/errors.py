@@ -56,7 +56,7 @@
      │                          key or daemon, a revoked key enrolled again
      ├── MessageRefused         a worker refused a task message (unsigned, unknown or revoked
      │                          key, bad signature, expired, replayed): discarded, not run
-     └── IllegalTransition      a run or step state change the tables in shared/states.py
+     └── IllegalTransition      a run, step or step-progress change the tables in shared/states.py
                                 forbid (a bug, or a stale redelivery): never written
 
 NotFound and Refused are families to catch (``except NotFound``: the local API's 404);
@@ -316,7 +316,8 @@ class ArtifactError(SkillqError):
 
 
 class IllegalTransition(SkillqError):
-    """A state change the machine does not allow; lifecycle/transitions/ refuses it."""
+    """A state change the machine does not allow (shared/states.py's tables): the
+    transitions refuse it, and the planner its step progress."""
 
 
 class AgentError(SkillqError):

@@ -7,9 +7,14 @@
               execute_skill calls started, holding no worker slot, then runs again)
               failed -> skipped (the planner drops a failed item under on_failure: skip)
               retrying and lost are terminal for that attempt: a new attempt row follows
+    progress: waiting -> running -> done (a step as its run's ledger has it)
+              waiting -> done (a fan-out over nothing; a step `skillq retry` reuses whole)
 
-Only lifecycle/transitions/ writes these states; every write there is checked against
-the tables below, and its SQL guards are built from them (``sources``).
+Only lifecycle/transitions/ writes the run and step states; every write there is checked
+against the tables below, and its SQL guards are built from them (``sources``). A step's
+progress is the planner's ledger on the run's row (``pipeline_runs.progress``: {step id:
+{"state": ..., "items": n}}), written by lifecycle/planner/ and lifecycle/retry.py, each
+change checked against PROGRESS_TRANSITIONS (``check_progress``).
 """
 
 from __future__ import annotations
@@ -53,6 +58,15 @@ class StepState(StrEnum):
                         StepState.CANCELLED)
 
 
+class StepProgress(StrEnum):
+    """A step of a run as the planner's ledger has it (not an attempt's state: StepState).
+    The values are what ``pipeline_runs.progress`` stores."""
+
+    WAITING = "waiting"  # not launched (a step the ledger does not name is waiting)
+    RUNNING = "running"  # its items launched, not every one final yet
+    DONE = "done"  # every item final, the run not failed by them
+
+
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.PENDING: frozenset({RunState.RUNNING, RunState.FAILED, RunState.CANCELLED}),
     RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED}),
@@ -77,6 +91,15 @@ STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
 }
 
 
+PROGRESS_TRANSITIONS: dict[StepProgress, frozenset[StepProgress]] = {
+    # Waiting -> done: a fan-out over nothing (no item to run), or a step whose every
+    # item a retry's run reuses, which starts done (lifecycle/retry.py).
+    StepProgress.WAITING: frozenset({StepProgress.RUNNING, StepProgress.DONE}),
+    StepProgress.RUNNING: frozenset({StepProgress.DONE}),
+    StepProgress.DONE: frozenset(),
+}
+
+
 def run_sources(new: RunState) -> tuple[RunState, ...]:
     """The states a run may enter ``new`` from, in declaration order."""
     return tuple(s for s in RunState if new in RUN_TRANSITIONS[s])
@@ -95,3 +118,8 @@ def check_run(old: RunState, new: RunState) -> None:
 def check_step(old: StepState, new: StepState) -> None:
     if new not in STEP_TRANSITIONS[old]:
         raise IllegalTransition(f"step run cannot go from {old} to {new}")
+
+
+def check_progress(old: StepProgress, new: StepProgress) -> None:
+    if new not in PROGRESS_TRANSITIONS[old]:
+        raise IllegalTransition(f"step progress cannot go from {old} to {new}")

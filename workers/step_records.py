@@ -1,5 +1,5 @@
 """Recording finished step attempts, and planning their runs in the same transaction where
-one commit can do for two (workers/step_runner.py claims and runs them).
+one commit can do for two (workers/claim.py claims them, workers/step_runner.py runs them).
 
 A finished result is kept in this process until it can be recorded: a database outage
 delays the record, it never throws the work away.
@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from lifecycle import transitions
 from lifecycle.context import WorkerContext
 from lifecycle.planner import lock_run
+from lifecycle.policy import CacheWrite
 from lifecycle.step_counts import open_items
 from shared import cache
 from shared.db import skill_stats
@@ -27,8 +28,7 @@ from shared.skillfiles import RunSource
 from shared.states import StepState
 from shared.store import pack
 from workers.failure_notes import note_failures
-from workers.screen.executor import screen_columns
-from workers.step_types import Claim, Result
+from workers.step_types import Claim, NestedRunStarted, Result, WaitingOn
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -130,7 +130,8 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
     now = datetime.now(UTC)
     for job, result in done:
         if result.state == StepState.RUNNING:  # a nested run settles this step later
-            due.add(str(result.extra["child_run_id"]))  # its first advance
+            assert isinstance(result.then, NestedRunStarted)
+            due.add(result.then.run_id)  # its first advance
             continue
         outputs = pack(session, result.outputs, ctx.settings.inline_output_bytes) \
             if result.outputs is not None else None
@@ -142,7 +143,9 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
             "now": now, "duration_ms": result.duration_ms,
             "not_before": result.not_before, "cost_usd": result.cost_usd,
             "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
-            **screen_columns(result.screen)}
+            "lock_wait_ms": result.screen.wait_ms if result.screen else None,
+            "locked_at": result.screen.locked_at if result.screen else None,
+            "unlocked_at": result.screen.unlocked_at if result.screen else None}
         mine = transitions.finish_attempt(session, values, pid=ctx.pid) \
             if claimed_at is None else transitions.finish_held(
                 session, values, pid=ctx.pid, run_id=job.run_id, step_id=job.step_id,
@@ -155,15 +158,16 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
                 cost_usd=mine.cost_usd, at=now,
                 production=mine.source == RunSource.PRODUCTION)
         if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
-            children = result.extra["waiting_on"]
+            assert isinstance(result.then, WaitingOn)
+            children = list(result.then.run_ids)
             due.update(children)  # their first advance
             if transitions.wait_on(session, job.row_id, children, now):
                 due.add(job.run_id)  # they had ended already: it goes again now
             continue
-        if "cache" in result.extra and result.outputs is not None:
-            key, ttl = result.extra["cache"]
-            cache.store(session, key=key, skill=job.skill, version=job.version,
-                        outputs=result.outputs, ttl_s=ttl, step_run_id=job.row_id)
+        if isinstance(result.then, CacheWrite) and result.outputs is not None:
+            cache.store(session, key=result.then.key, skill=job.skill, version=job.version,
+                        outputs=result.outputs, ttl_s=result.then.ttl_s,
+                        step_run_id=job.row_id)
         if result.state != StepState.SUCCEEDED or not job.fans_out:
             due.add(job.run_id)  # a lone item needs no count: it was the step's last
         else:

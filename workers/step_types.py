@@ -1,17 +1,20 @@
-"""What a step runner passes around: a claimed attempt and its result (workers/step_runner.py
-claims and runs, workers/step_records.py records)."""
+"""What a step runner passes around: a claimed attempt (workers/claim.py) and its result
+(workers/executors/ run it, workers/step_records.py records it).
+
+A result says how the attempt ended (``state``) and what it leaves to do, as one typed
+variant in ``then``: outputs to cache, the runs it waits on, the nested run it started."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lifecycle.policy import CacheWrite
 from shared.attempt_id import AttemptId
 from shared.states import StepState
-from workers.screen.executor import ScreenRun
 
 
 @dataclass
@@ -39,6 +42,26 @@ class Claim:
         return self.item_index != -1
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingOn:
+    """An agent step waits for the runs its execute_skill calls started."""
+    run_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NestedRunStarted:
+    """An orchestrator step started its nested run, which settles the step when it ends."""
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenLock:
+    """A dom0/cmd0 step's turn at the machine's screen (never overlapping another's)."""
+    wait_ms: float | None = None  # None: it never queued for the lock
+    locked_at: datetime | None = None
+    unlocked_at: datetime | None = None
+
+
 @dataclass
 class Result:
     state: StepState
@@ -51,8 +74,8 @@ class Result:
     stderr_tail: str | None = None
     duration_ms: float | None = None
     not_before: datetime | None = None
-    screen: ScreenRun | None = None  # a dom0/cmd0 step: its wait for the machine's lock
+    screen: ScreenLock | None = None  # a dom0/cmd0 step's wait for the machine's lock
     cost_usd: float = 0.0  # an agent step's model usage (its own turns)
     tokens_in: int = 0
     tokens_out: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    then: CacheWrite | WaitingOn | NestedRunStarted | None = None

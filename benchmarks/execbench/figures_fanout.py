@@ -104,7 +104,7 @@ def fig_big_vault(b: Bench, big: Vault, width: int, reps: int) -> Figure:
                   "items/s", t_large / t_small,
                   note=f"raw column: the small vault. load_vault takes {load_s:.2f} s here; "
                   "every pool child reloads the whole vault when its 5 s discovery TTL "
-                  "expires (open_vault in step_runner.execute)",
+                  "expires (open_vault in attempt_skill.skill_for)",
                   samples={"small_s": small, "large_s": large, "load_vault_s": load_s})
 
 

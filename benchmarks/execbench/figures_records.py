@@ -42,7 +42,7 @@ def _step_values(run_id: str, n: int) -> list[dict[str, Any]]:
 
 
 # The what-if of (d4-lean): claim and finish as one statement each (the running-but-dead
-# redelivery case of step_runner.claim_batch is left out: it is not on the hot path).
+# redelivery case of workers/claim.py is left out: it is not on the hot path).
 LEAN_CLAIM = text(
     "UPDATE step_runs s SET state = 'running', worker = :worker, worker_pid = :pid, "
     "started_at = now(), heartbeat_at = now() FROM pipeline_runs r "
@@ -144,7 +144,8 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
     from lifecycle.context import WorkerContext
     from lifecycle.planner import LAZY, advance
     from lifecycle.recording import refresh_skill_benchmarks
-    from workers import step_records, step_runner, step_types
+    from workers import step_records, step_types
+    from workers.claim import claim
 
     ways: dict[str, Callable[[Bench, list[dict[str, Any]]], float]] = {
         "planner": insert_planner, "copy": insert_copy, "orm": insert_orm,
@@ -214,8 +215,8 @@ def fig_records(b: Bench, n: int, reps: int, lifecycle: int) -> list[Figure]:
 
         def skillq_cycle(step_run: str) -> None:
             # the worker's claim: a message of one attempt (claim_batch, as workers/tasks.py)
-            taken = step_runner.claim_batch(ctx, [step_run], f"benchmark@{ctx.hostname}",
-                                            on_due=lambda run_id: None)
+            taken = claim(ctx, [step_run], f"benchmark@{ctx.hostname}",
+                          on_due=lambda run_id: None).jobs
             assert len(taken) == 1
             job = taken[0]
             step_records.finish(ctx, job, step_types.Result(StepState.SUCCEEDED, outputs={},

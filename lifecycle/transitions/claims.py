@@ -113,7 +113,7 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
     way round), whether a launch held the fence and whether the run's row was there
     after it. The claim's start is when the wait ended. For a step's only item, whose
     cache hit is recorded and its run planned in the claim's transaction
-    (workers/step_runner.py)."""
+    (workers/claim.py)."""
     run_id = AttemptId.parse(row_id).run_id
     with pipelined(session) as pg:
         # With the connection in hand (a new one takes milliseconds), by its BEGIN.
@@ -136,7 +136,7 @@ def claim_lone(session: Session, row_id: str, *, worker: str, pid: int,
 def take_over(row: StepRun, *, worker: str, pid: int, daemon: str | None,
               now: datetime) -> None:
     """A redelivery takes for itself a pending attempt its batch claim missed. A running
-    one is never taken over (workers/step_runner.py declares it lost when its process
+    one is never taken over (workers/claim.py declares it lost when its process
     died, or leaves it to the nested run that carries it)."""
     move(row, StepState.RUNNING)
     row.worker = worker

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from shared.db.models import PipelineRun, StepRun
-from shared.states import RunState, StepState
+from shared.states import RunState, StepProgress, StepState
 
 NOT_RUN = "not run"
 WAITING = "waiting"
@@ -58,7 +58,7 @@ def step_view(run: PipelineRun, step_id: str, items: Sequence[StepRun],
     # An attempt cancelled before it started (its run ended first) never ran.
     launched = [r for r in items if r.started_at is not None or r.state != StepState.CANCELLED]
     if not launched:
-        if (progress or {}).get("state") == "done":  # a fan-out over nothing: done at once
+        if (progress or {}).get("state") == StepProgress.DONE:  # a fan-out over nothing
             return StepView(StepState.SUCCEEDED, "succeeded · no items")
         return StepView(NOT_RUN, NOT_RUN) if ended else StepView(WAITING, WAITING)
     states = {StepState(r.state) for r in items}

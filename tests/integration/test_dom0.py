@@ -23,8 +23,8 @@ from conftest import (
     nodename,
 )
 
+from workers.attempt_end import STEP_MARKER
 from workers.dom0.chromium import INSTALL_HINT, system_chromium
-from workers.step_runner import STEP_MARKER
 
 FORM = ("<html><head><title>Greeter</title></head><body><h1>Greeter</h1>"
         "<form action='/greet' method='post'><input id='name' name='name'>"

@@ -32,7 +32,7 @@ from shared.db.session import transaction
 from shared.settings import Settings
 from shared.store import unpack
 from shared.vault import load_vault
-from workers import step_runner
+from workers.claim import claim
 
 pytestmark = pytest.mark.integration
 HOSTNAME = "nested-redelivery-host"
@@ -82,10 +82,10 @@ def test_a_redelivered_message_of_a_step_carried_by_its_nested_run_is_not_run_ag
         child_id = _run(session, parent=row_id).id
         row = session.get(StepRun, row_id)
         assert row is not None
-        row.child_run_id = child_id  # as workers/step_runner._start_child leaves it
+        row.child_run_id = child_id  # as workers/executors/nested.py leaves it
     try:
         due: list[str] = []
-        taken = step_runner.claim_batch(ctx, [row_id], f"test@{HOSTNAME}", due.append)
+        taken = claim(ctx, [row_id], f"test@{HOSTNAME}", due.append).jobs
         assert taken == [], "a step carried by its nested run was taken over, to run again"
         # Nor declared lost (its nested run settles it): that run is planned again,
         # which starts it should the worker that created it have died before it did.

@@ -11,7 +11,7 @@ import pytest
 from shared.screen_secrets import SecretRefError, filled, spelled, split_secrets
 from shared.settings import Settings
 from shared.vault import load_vault
-from workers.screen.executor import host_spec
+from workers.executors.screen_run import host_spec
 
 SIGN_IN = """---
 name: sign-in

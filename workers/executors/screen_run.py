@@ -208,10 +208,3 @@ def _finished(done: ScriptResult, workspace: Workspace, database_url: str) -> Sc
                                        outputs=None)
         return dataclasses.replace(done, outputs=outputs)
     return done
-
-
-def screen_columns(screen: ScreenRun | None) -> dict[str, Any]:
-    """The step_runs columns of a screen step's lock (all None for other steps)."""
-    return {"lock_wait_ms": screen.lock_wait_ms if screen else None,
-            "locked_at": screen.locked_at if screen else None,
-            "unlocked_at": screen.unlocked_at if screen else None}
