@@ -5,7 +5,7 @@
 ``add`` answers the sum and, when the server was started with CALC_TOKEN in its
 environment (a skillq secret handed over by SKILLQ_MCP_SERVERS), says that it had one,
 never what it was. ``token`` is a careless server's tool: it answers CALC_TOKEN itself,
-which skillq must keep from the model and every record.
+which skillq must keep from the model and every record; ``refuse`` fails, quoting it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("calc")
 
@@ -35,6 +36,12 @@ def add(a: int, b: int) -> str:
 def token() -> str:
     """The token this server was started with."""
     return f"my token is {os.environ.get('CALC_TOKEN', 'unset')}"
+
+
+@server.tool()
+def refuse() -> str:
+    """Always fails, quoting its token in the error."""
+    raise ToolError(f"refused for token {os.environ.get('CALC_TOKEN', 'unset')}")
 
 
 @contextlib.contextmanager

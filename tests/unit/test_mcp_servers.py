@@ -14,6 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 from pydantic import SecretStr
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
 from support.mcp_calc_server import serving_http
 
 from lifecycle.agent_routing import WorkerModels
@@ -146,19 +150,45 @@ def calc_setting(**server: object) -> str:
     return json.dumps({"calc": server})
 
 
-async def call_add(setting: str) -> object:
+def run_context() -> RunContext[None]:
+    """What an agent run hands a toolset; no model is asked anything here (TestModel only
+    fills the field)."""
+    return RunContext(deps=None, model=TestModel(), usage=RunUsage())
+
+
+async def call(setting: str, tool: str, args: dict[str, object]) -> object:
     (toolset,) = toolsets_for(["calc"], setting, timeout_s=30, retries=3)
+    ctx = run_context()
     async with toolset:
-        tools = await toolset.get_tools(None)  # type: ignore[arg-type]
-        return await toolset.call_tool("calc_add", {"a": 2, "b": 3}, None,  # type: ignore[arg-type]
-                                       tools["calc_add"])
+        tools = await toolset.get_tools(ctx)
+        assert tools[tool].tool_def.metadata
+        assert tools[tool].tool_def.metadata["mcp_server"] == "calc"
+        return await toolset.call_tool(tool, args, ctx, tools[tool])
+
+
+async def call_add(setting: str) -> object:
+    return await call(setting, "calc_add", {"a": 2, "b": 3})
 
 
 def test_a_stdio_server_gets_its_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SKILLQ_SECRET_CALC_TOKEN", SECRET)
     setting = calc_setting(command=[sys.executable, "-m", "support.mcp_calc_server"],
                            cwd=str(TESTS), env={"CALC_TOKEN": "${secret:calc_token}"})
-    assert asyncio.run(call_add(setting)) == {"result": "sum=5 (with a token)"}
+    assert asyncio.run(call_add(setting)) == "sum=5 (with a token)"
+
+
+def test_what_a_server_answers_is_cleared_of_its_secrets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A careless server quoting the credential it was given, in an answer or in an
+    error (a failed tool result the model reads), never hands it on."""
+    monkeypatch.setenv("SKILLQ_SECRET_CALC_TOKEN", SECRET)
+    setting = calc_setting(command=[sys.executable, "-m", "support.mcp_calc_server"],
+                           cwd=str(TESTS), env={"CALC_TOKEN": "${secret:calc_token}"})
+    assert asyncio.run(call(setting, "calc_token", {})) == "my token is ***"
+    with pytest.raises(ToolFailed) as caught:
+        asyncio.run(call(setting, "calc_refuse", {}))
+    assert "refused for token ***" in str(caught.value)
+    assert SECRET not in str(caught.value)
 
 
 def test_a_missing_secret_or_server_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +217,7 @@ def test_an_unreachable_server_names_itself_not_its_headers() -> None:
 def test_a_streamable_http_server() -> None:
     with serving_http() as port:
         setting = calc_setting(url=f"http://127.0.0.1:{port}/mcp")
-        assert asyncio.run(call_add(setting)) == {"result": "sum=5 (no token)"}
+        assert asyncio.run(call_add(setting)) == "sum=5 (no token)"
 
 
 def test_a_schema_skillq_does_not_read_is_checked_in_full() -> None:
