@@ -47,6 +47,12 @@ class AttemptId:
         return f"{self.run_id}/{self.step_id}/{self.item}"
 
     @property
+    def calls_prefix(self) -> str:
+        """"<run>/<step>/<item>#": how the ids of the execute_skill calls an agent step
+        item makes begin (the tool call's id follows), whichever attempt made them."""
+        return f"{self.item_key}#"
+
+    @property
     def attempts_prefix(self) -> str:
         """"<run>/<step>/<item>/": how the id of every attempt of the same step item
         begins (a new attempt ends the processes an earlier one left, by their tags)."""

@@ -25,6 +25,7 @@ def test_the_step_item_and_its_attempts() -> None:
     assert attempt.attempts_prefix == "run-1/fetch/7/"
     assert str(AttemptId("run-1", "fetch", 7, 3)).startswith(attempt.attempts_prefix)
     assert not "run-1/fetch/70/1".startswith(attempt.attempts_prefix)
+    assert attempt.calls_prefix == "run-1/fetch/7#"  # an execute_skill call: + its tool call id
 
 
 @pytest.mark.parametrize("text", [

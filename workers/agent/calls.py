@@ -44,14 +44,10 @@ class Calls:
     workdir: str | None = None
     waiting: list[str] = field(default_factory=list)
 
-    @property
-    def item(self) -> str:
-        return AttemptId.parse(self.row_id).item_key
-
     def execute_skill(self, rc: RunContext[None], name: str,
                       inputs: dict[str, Any] | None = None, model: str | None = None
                       ) -> dict[str, Any]:
-        call = f"{self.item}#{rc.tool_call_id}"
+        call = f"{AttemptId.parse(self.row_id).calls_prefix}{rc.tool_call_id}"
         # The run is committed before the call is deferred: raising inside the
         # transaction would roll its creation back.
         with transaction(self.database_url) as session:

@@ -125,7 +125,7 @@ class _Turns:
             # what its execute_skill runs cost, however deep: read when it (re)starts,
             # which is after every run it waited for has ended
             self.sub_skills_usd = float(session.scalar(text(_TREE_COST), {
-                "prefix": f"{key.run_id}/{key.step_id}/{key.item_index}#"}) or 0.0)
+                "prefix": AttemptId.parse(row_id).calls_prefix}) or 0.0)
 
     def recorded(self, index: int) -> Turn | None:
         return self.rows.get(index)
