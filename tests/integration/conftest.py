@@ -45,6 +45,7 @@ import pytest
 from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from support.fake_llm import FakeLLM
 
 from orchestrator.embedded import resolve_endpoints, stop_embedded
 from shared.celery_app import create_app
@@ -566,6 +567,14 @@ def running_stack(home: Path, **build: Any) -> Iterator[Stack]:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with running_stack(tmp_path_factory.mktemp("skillq-home")) as built:
         yield built
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    """The scripted model server (tests/support/fake_llm), one a module: its modules point
+    an agent worker at it through ``worker_env`` (``llm.env()``)."""
+    with FakeLLM() as server:
+        yield server
 
 
 @pytest.fixture

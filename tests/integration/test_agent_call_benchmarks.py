@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,6 @@ pytestmark = pytest.mark.integration
 RunSkill = Callable[..., RunResult]
 AGENT_WORKER = "agent-gpu-cmd0"  # serves the agent queue (conftest.STANDARD_WORKERS)
 USAGE = {"input": 1000, "output": 200}
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 @pytest.fixture

@@ -50,12 +50,6 @@ Add the numbers with the calc tools.
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def http_port() -> Iterator[int]:
     with serving_http() as port:
         yield port

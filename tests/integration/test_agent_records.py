@@ -28,9 +28,8 @@ from shared import secrets
 
 pytestmark = pytest.mark.integration
 # test_agent_steps.py's fixtures, bound to their names here so that pytest finds them:
-# the fake model server (this module's own), the agent worker's environment pointing at
-# it (which `healthy` starts the worker with) and the vault.
-llm = test_agent_steps.llm
+# the agent worker's environment pointing at the fake model server (conftest's ``llm``,
+# this module's own), which `healthy` starts the worker with, and the vault.
 worker_env = test_agent_steps.worker_env
 agents = test_agent_steps.agents
 

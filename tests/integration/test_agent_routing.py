@@ -95,12 +95,6 @@ class Daemons:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemons(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemons]:
     started = Daemons(stack, tmp_path_factory.mktemp("agent-daemons"))
     try:

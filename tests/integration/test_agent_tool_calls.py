@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,6 @@ MODEL = "anthropic:claude-haiku-4-5"
 RunSkill = Callable[..., RunResult]
 USAGE = {"input": 100, "output": 20}  # per request: $0.0002 for claude-haiku-4-5
 REFUSED = "was not run: its arguments do not fit"
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,12 +26,6 @@ AGENT_WORKER = "agent-gpu-cmd0"
 MODEL = "anthropic:claude-haiku-4-5"
 USAGE = {"input": 1000, "output": 200}  # $0.002 a request for claude-haiku-4-5
 STYLE = "Write plainly: short words, no adjectives, one line."  # style-guide's body
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
 
 
 @pytest.fixture

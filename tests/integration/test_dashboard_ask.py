@@ -27,10 +27,9 @@ from shared.slash_tokens import resolve
 from shared.vault import load_vault
 
 pytestmark = pytest.mark.integration
-# test_ask.py's fixtures, bound to their names here so that pytest finds them: the fake
-# model server (this module's own) and the agent worker's environment pointing at it
-# (which `healthy` starts the worker with).
-llm = test_ask.llm
+# test_ask.py's fixture, bound to its name here so that pytest finds it: the agent
+# worker's environment pointing at the fake model server (conftest's ``llm``, this
+# module's own), which `healthy` starts the worker with.
 worker_env = test_ask.worker_env
 
 LIVE_TIMEOUT_MS = 45_000

@@ -330,12 +330,6 @@ def test_a_script_answering_a_nul_fails_its_step_clearly(healthy: Stack, vault: 
 # --- an agent's execute_skill --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
 @pytest.fixture
 def worker_env(request: pytest.FixtureRequest) -> dict[str, dict[str, str | None]]:
     if "agents" not in request.fixturenames:
