@@ -49,6 +49,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Regenerate an orchestrator's sub-skills.json from its steps (roles are kept)."),
     ("run", "run_cmds",
      "Run a skill through the queues; exit 0 on success, 1 if it aborted, 2 on bad input."),
+    ("try", "run_cmds",
+     "Try a skill as its folder stands, before publishing it (seed 000's test window)."),
     ("ask", "ask_cmd",
      "One agent turn over the library: its enabled skills, the skill, execute_skill and "
      "skill_improvement_note tools; the answer streams to stdout."),

@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
     from orchestrator.cli.light_params import LightCommand
 
     app.command("run", cls=LightCommand)(run)  # no pydantic for the thin path
+    app.command("try")(try_)
     app.command("worker")(worker)
 
 
@@ -75,6 +76,40 @@ def run(
     if detach:
         common.out.print(run_id, markup=False)
         return
+    follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=True)
+
+
+def try_(
+    name: str,
+    inputs: Annotated[list[str] | None, typer.Option(
+        "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
+    inputs_file: Annotated[Path | None, typer.Option(
+        "--inputs-file", help="A JSON object of input values.")] = None,
+    as_json: JsonOption = False,
+    vault_opt: VaultOption = None,
+) -> None:
+    """Try a skill as its folder stands, before publishing it (seed 000's test window).
+
+    The run is recorded with source test_window and lands in the skill's benchmarks.json
+    like any run; a draft of a published skill runs as edited, and the published version
+    and its production stats are left alone. Exit codes as `skillq run`."""
+    from orchestrator.cli.direct_run import DirectRun
+    from orchestrator.connect import connect
+    from orchestrator.launch import start_run
+    from orchestrator.local_stack import classes_for_skill, start_early
+    from orchestrator.submit import checked
+    from shared.inputs import parse_cli_inputs
+    from shared.skillfiles import RunSource
+
+    loaded = vault(vault_opt)
+    skill = loaded.get(name)
+    checked(loaded, skill)
+    given = parse_cli_inputs(skill.manifest, inputs or [], inputs_file)  # exit 2 when bad
+    start_early(classes_for_skill(loaded, skill))
+    conn = connect(vault_workers=False)
+    run_id = start_run(conn, loaded, skill, given, source=RunSource.TEST_WINDOW.value,
+                       triggered_by="try", workdir=str(Path.cwd()), waiting=True)
+    announce(run_id)
     follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=True)
 
 

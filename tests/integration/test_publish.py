@@ -335,3 +335,39 @@ def test_making_a_published_script_executable_is_a_change(
     assert row(healthy, name, 2).files["greet.py"]["executable"]
     ok = run_skill(name, vault, "--json", inputs={"who": "bo"})
     assert ok.code == 0 and ok.json() == {"text": "howdy bo"}, ok
+
+
+def test_try_runs_a_draft_as_the_test_window_and_leaves_the_published_version_alone(
+        healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
+    """`skillq try` (issue 43, the test window): a hand-edited published skill runs as
+    edited, recorded as test_window; v1 and the production success rate are untouched."""
+    from shared.attempt_id import AttemptId
+    from shared.db.models import PipelineRun, SkillStats
+
+    vault, name = renamed_vault(tmp_path / "vault")
+    folder = vault / name
+    publish(healthy, vault, name, tmp_path)
+    assert run_skill(name, vault, "--json", inputs={"who": "ada"}).code == 0
+    v1 = row(healthy, name, 1)
+    with healthy.db() as session:
+        before = session.get(SkillStats, (name, "step"))
+        assert before is not None
+        prod = (before.prod_runs, before.prod_successes)
+
+    edit(folder / "greeting.txt", "howdy\n")
+    tried = healthy.cli("try", name, "--input", "who=ada", "--json", "--vault", str(vault),
+                        cwd=tmp_path, timeout_s=180)
+    assert tried.returncode == 0, tried.stdout + tried.stderr
+    result = json.loads(tried.stdout)
+    assert result["outputs"] == {"text": "howdy ada"}, result
+    with healthy.db() as session:
+        run = session.get(PipelineRun, result["run_id"])
+        assert run is not None
+        assert (run.source, run.triggered_by) == ("test_window", "try")
+        after = session.get(SkillStats, (name, "step"))
+        assert after is not None and (after.prod_runs, after.prod_successes) == prod
+    assert row(healthy, name, 1).folder_hash == v1.folder_hash
+    runs = json.loads((folder / "benchmarks.json").read_text())["runs"]
+    # a leaf's entries are its attempts (shared/attempt_id.py)
+    assert any(r.get("source") == "test_window"
+               and AttemptId.parse(r["run_id"]).run_id == result["run_id"] for r in runs), runs
