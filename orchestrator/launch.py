@@ -45,9 +45,10 @@ from orchestrator.submit import checked
 from shared.db.models import PipelineRun
 from shared.db.outage import FOLLOW_WAIT_S, FollowingRun
 from shared.db.session import transaction
-from shared.errors import FolderChanged, NoWorker, RunNotFound, SkillqError
+from shared.errors import NoWorker, RunNotFound, SkillqError
 from shared.plan import Plan, PlanStep, build_plan
 from shared.published import published_files, verify
+from shared.published_copy import published_copy
 from shared.queues import CONTROL_QUEUE
 from shared.skill import Skill
 from shared.states import RunState
@@ -170,15 +171,14 @@ def _start_classes(conn: Connection, home: Path, vault: Vault,
     ensure_workers(home, conn.endpoints, classes)
 
 
-def refuse_draft(conn: Connection, skill: Skill) -> None:
-    """A published orchestrator edited by hand is a draft: not for production runs
-    (workers check every leaf's folder; an orchestrator is planned here)."""
+def as_published(conn: Connection, skill: Skill) -> Skill:
+    """The orchestrator a production run plans: a published one edited by hand is a draft,
+    and production runs its published version, rebuilt from the store, until the draft
+    is published (workers do the same for every leaf; an orchestrator is planned here)."""
     files = published_files(conn.endpoints.database_url, skill.name, skill.manifest.version)
-    if files is None:
-        return
-    found = verify(skill.folder, files)
-    if found:
-        raise FolderChanged(skill.name, skill.manifest.version, skill.folder, found)
+    if files is None or not verify(skill.folder, files):
+        return skill
+    return published_copy(conn.settings.home, conn.endpoints.database_url, files)
 
 
 def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
@@ -191,9 +191,9 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     """
     checked(vault, skill)
     refuse_disabled_run(conn.endpoints.database_url, vault, skill)
-    plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
     if source == "production" and skill.manifest.is_orchestrator:
-        refuse_draft(conn, skill)  # its steps' folders are checked by their workers
+        skill = as_published(conn, skill)  # its steps' folders are checked by their workers
+    plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
     missing, daemons = routes(conn, vault, plan, given)
     if missing:
         raise NoWorker(missing)

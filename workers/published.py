@@ -7,9 +7,10 @@ a `NAME@V` pin, or the vault's version when the run started).
   nobody published yet).
 - The vault's folder declares V and V is published: the folder must hash to what was
   published. If it differs it is a *draft* (edited since publish, its manifest still
-  saying V). A production run refuses it, naming the changed files; a test or build run
-  (source ``test_window`` / ``build``, as `skillq test` starts) runs the draft, since
-  testing a draft is how it gets ready to publish.
+  saying V). A production run runs V as published, rebuilt from the shared store, so
+  the pipeline keeps working while someone edits it; a test or build run (source
+  ``test_window`` / ``build``, as `skillq test` and `skillq try` start) runs the draft,
+  since trying a draft is how it gets ready to publish.
 - The vault's folder declares another version: V is rebuilt from the shared store under
   ``SKILLQ_HOME/published/NAME/V/NAME`` (read-only), verified, and run from there. V
   never published: refused.
@@ -20,9 +21,6 @@ The check itself, and why it is cheap per step, is shared/published.py's ``verif
 
 from __future__ import annotations
 
-import shutil
-import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lifecycle.context import WorkerContext
@@ -30,20 +28,16 @@ from shared.db.models import StepRun
 from shared.db.session import transaction
 from shared.errors import FolderChanged, VersionNotPublished
 from shared.folderhash import stat_signature
-from shared.published import PublishedFiles, materialise, published_files, verify
-from shared.readonly import make_writable
-from shared.skill import Skill, load_skill
+from shared.published import PublishedFiles, published_files, verify
+from shared.published_copy import published_copy
+from shared.skill import Skill
 from shared.skillfiles import RunSource
 
 if TYPE_CHECKING:
     from workers.step_types import Claim
 
 DRAFT_SOURCES = frozenset({RunSource.TEST_WINDOW.value, RunSource.BUILD.value})
-PUBLISHED_DIR = "published"
 REFUSED = (FolderChanged, VersionNotPublished)  # a step fails with one of these, unrun
-
-_lock = threading.Lock()
-_loaded: dict[Path, Skill] = {}  # rebuilt published folders, parsed once (they never change)
 
 
 def _source(ctx: WorkerContext, row_id: str) -> str | None:
@@ -53,29 +47,7 @@ def _source(ctx: WorkerContext, row_id: str) -> str | None:
 
 
 def _from_store(ctx: WorkerContext, files: PublishedFiles) -> Skill:
-    dest = ctx.settings.home.expanduser().resolve() / PUBLISHED_DIR / files.skill / \
-        str(files.version) / files.skill
-    if dest.is_dir() and verify(dest, files):
-        # A damaged copy (edited by hand, a disk error): rebuild it from the store.
-        with _lock:
-            _loaded.pop(dest, None)
-        make_writable(dest)
-        shutil.rmtree(dest)
-    if not dest.is_dir():
-        with transaction(ctx.database_url) as session:
-            materialise(session, files, dest)
-    found = verify(dest, files)
-    with _lock:
-        skill = _loaded.get(dest)
-    if skill is None and not found:
-        skill, _ = load_skill(dest)
-    if found or skill is None or skill.manifest.version != files.version:
-        raise FolderChanged(files.skill, files.version, dest, found,
-                            hint="its files in the shared store are damaged: publish "
-                            f"{files.skill} again, then pin the new version")
-    with _lock:
-        _loaded[dest] = skill
-    return skill
+    return published_copy(ctx.settings.home, ctx.database_url, files)
 
 
 def skill_for_step(ctx: WorkerContext, job: Claim, vault_skill: Skill) -> Skill:
@@ -94,4 +66,5 @@ def skill_for_step(ctx: WorkerContext, job: Claim, vault_skill: Skill) -> Skill:
     found = verify(vault_skill.folder, files, signature)
     if not found or _source(ctx, job.row_id) in DRAFT_SOURCES:
         return vault_skill
-    raise FolderChanged(job.skill, job.version, vault_skill.folder, found)
+    # A draft waits for its publish: production runs the published files meanwhile.
+    return _from_store(ctx, files)

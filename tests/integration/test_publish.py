@@ -67,7 +67,7 @@ def row(stack: Stack, name: str, version: int) -> PublishedVersion:
         return found
 
 
-def test_publish_then_a_hand_edit_is_refused_naming_the_file(
+def test_publish_then_a_hand_edit_is_a_draft_production_runs_the_published_files(
         healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
     vault, name = renamed_vault(tmp_path / "vault")
     folder = vault / name
@@ -101,14 +101,13 @@ def test_publish_then_a_hand_edit_is_refused_naming_the_file(
     assert ok.json() == {"text": "hello ada"}
 
     edit(folder / "greeting.txt", "howdy\n")
-    refused = run_skill(name, vault, inputs={"who": "ada"})
-    assert refused.code == 1, refused
-    assert "greeting.txt changed" in refused.stderr and f"skillq publish {name}" in \
-        refused.stderr, refused
-    [attempt] = healthy.steps(refused.run_id or "")
-    assert (attempt.state, attempt.error_kind, attempt.version) == \
-        ("failed", "folder_changed", 1)
-    assert attempt.exit_code is None  # refused before the script started
+    # A draft waits for its publish (issue 43): production keeps running v1 as published,
+    # rebuilt from the shared store; `skillq try` runs the draft.
+    ran = run_skill(name, vault, "--json", inputs={"who": "grace"})
+    assert ran.code == 0, ran
+    assert ran.json() == {"text": "hello grace"}, ran
+    [attempt] = healthy.steps(ran.run_id or "")
+    assert (attempt.state, attempt.version) == ("succeeded", 1)
     assert (folder / "greeting.txt").read_text() == "howdy\n"  # the worker changed nothing
 
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
@@ -182,21 +181,29 @@ def test_pinned_step_runs_v1_from_the_store_then_rollback_and_bench(
     assert v3.manifest["version"] == 3
 
 
-def test_a_hand_edited_published_orchestrator_is_refused_before_anything_runs(
+def test_a_hand_edited_published_orchestrator_runs_as_published_until_its_publish(
         healthy: Stack, run_skill: RunSkill, tmp_path: Path) -> None:
     # An orchestrator is planned by the client, not run by a worker: `skillq run` itself
-    # checks a published orchestrator's folder.
+    # checks a published orchestrator's folder, and plans a draft's published version.
     vault, name = renamed_vault(tmp_path / "vault")
     publish(healthy, vault, name, tmp_path)
     both = f"{name}-both"
     publish(healthy, vault, both, tmp_path)
     manifest = vault / both / "SKILL.md"
-    edit(manifest, manifest.read_text().replace("Greet with version 1", "Greet with v1"))
-    before = len(healthy.runs_of(both))
-    refused = run_skill(both, vault, inputs={"who": "ada"})
-    assert refused.code == 1, refused
-    assert "SKILL.md" in refused.stderr and "Traceback" not in refused.stderr, refused
-    assert len(healthy.runs_of(both)) == before
+    text = manifest.read_text()
+    latest = f"  - id: latest\n    skill: {name}\n    with:\n      who: "
+    draft = text.replace(latest + "${inputs.who}", latest + "nobody")
+    assert draft != text
+    edit(manifest, draft)
+    ran = run_skill(both, vault, "--json", inputs={"who": "ada"})
+    assert ran.code == 0, ran
+    assert ran.json() == {"pinned": "hello ada", "latest": "hello ada"}, ran
+    tried = healthy.cli("try", both, "--input", "who=ada", "--json", "--vault", str(vault),
+                        cwd=tmp_path, timeout_s=180)
+    assert tried.returncode == 0, tried.stdout + tried.stderr
+    assert json.loads(tried.stdout)["outputs"] == {"pinned": "hello ada",
+                                                   "latest": "hello nobody"}
+    assert manifest.read_text() == draft
 
 
 def test_rollback_brings_back_the_versions_test_cases_and_keeps_the_run_history(
@@ -236,9 +243,8 @@ def test_rollback_brings_back_the_versions_test_cases_and_keeps_the_run_history(
     (folder / "benchmarks.json").write_text(json.dumps(restored))
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert "a draft of v3 (benchmarks.json changed)" in listing.stderr, listing.stderr
-    refused = run_skill(name, vault, inputs={"who": "ada"})
-    assert refused.code == 1, refused
-    assert "benchmarks.json changed" in refused.stderr, refused
+    ran = run_skill(name, vault, "--json", inputs={"who": "dee"})  # v3 as published
+    assert ran.code == 0 and ran.json() == {"text": "hello dee"}, ran
 
 
 def test_rollback_to_a_version_published_before_versions_held_test_cases_keeps_the_cases(
@@ -306,11 +312,10 @@ def test_bytecode_beside_a_skills_sources_never_runs(
     (folder / "__pycache__").rmdir()
     publish(healthy, vault, name, tmp_path)
     assert forge_pyc(healthy, folder / "wording.py", forged, tmp_path) == cache
-    refused = run_skill(name, vault, inputs={"who": "ada"})
-    assert refused.code == 1, refused
-    assert f"{cache} added" in refused.stderr, refused
-    [attempt] = healthy.steps(refused.run_id or "")
-    assert (attempt.error_kind, attempt.exit_code) == ("folder_changed", None)
+    # Production runs v1's published files, rebuilt from the store: no .pyc among them.
+    ran = run_skill(name, vault, "--json", inputs={"who": "bo"})
+    assert ran.code == 0, ran
+    assert ran.json() == {"text": "hello bo"}, ran
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
     assert f"a draft of v1 ({cache} added)" in listing.stderr, listing.stderr
@@ -326,9 +331,8 @@ def test_making_a_published_script_executable_is_a_change(
     listing = healthy.cli("versions", name, "--vault", str(vault), cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
     assert "a draft of v1 (greet.py made executable)" in listing.stderr, listing.stderr
-    refused = run_skill(name, vault, inputs={"who": "ada"})
-    assert refused.code == 1, refused
-    assert "greet.py made executable" in refused.stderr, refused
+    ran = run_skill(name, vault, "--json", inputs={"who": "cy"})  # v1 as published
+    assert ran.code == 0 and ran.json() == {"text": "hello cy"}, ran
     # Published as it is now, the bit is part of v2.
     edit(vault / name / "greeting.txt", "howdy\n")
     publish(healthy, vault, name, tmp_path)
