@@ -22,6 +22,11 @@ JsonOption = Annotated[bool, typer.Option(
     "--json", help='Print one JSON object: {"run_id", "state", "outputs"} on success, '
     '{"run_id", "state", "error", "step", "item"} otherwise.')]
 
+InputsOption = Annotated[list[str] | None, typer.Option(
+    "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")]
+InputsFileOption = Annotated[Path | None, typer.Option(
+    "--inputs-file", help="A JSON object of input values.")]
+
 
 def register(app: typer.Typer) -> None:
     from orchestrator.cli.light_params import LightCommand
@@ -33,10 +38,8 @@ def register(app: typer.Typer) -> None:
 
 def run(
     name: str,
-    inputs: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
-    inputs_file: Annotated[Path | None, typer.Option(
-        "--inputs-file", help="A JSON object of input values.")] = None,
+    inputs: InputsOption = None,
+    inputs_file: InputsFileOption = None,
     as_json: JsonOption = False,
     detach: Annotated[bool, typer.Option(
         "--detach", help="Print the run id and return; the run goes on (`skillq wait`).")
@@ -81,10 +84,8 @@ def run(
 
 def try_(
     name: str,
-    inputs: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="NAME=VALUE (repeat; JSON for lists and objects).")] = None,
-    inputs_file: Annotated[Path | None, typer.Option(
-        "--inputs-file", help="A JSON object of input values.")] = None,
+    inputs: InputsOption = None,
+    inputs_file: InputsFileOption = None,
     as_json: JsonOption = False,
     vault_opt: VaultOption = None,
 ) -> None:
