@@ -57,6 +57,32 @@ def run(
     if submit_through_api(name, inputs or [], inputs_file, as_json=as_json, detach=detach,
                           vault_opt=vault_opt):
         return
+    _run_here(name, inputs, inputs_file, vault_opt, source="production", triggered_by="cli",
+              as_json=as_json, detach=detach)
+
+
+def try_(
+    name: str,
+    inputs: InputsOption = None,
+    inputs_file: InputsFileOption = None,
+    as_json: JsonOption = False,
+    vault_opt: VaultOption = None,
+) -> None:
+    """Try a skill as its folder stands, before publishing it (seed 000's test window).
+
+    The run is recorded with source test_window and lands in the skill's benchmarks.json
+    like any run; a draft of a published skill runs as edited, and the published version
+    and its production stats are left alone. Exit codes as `skillq run`."""
+    from shared.skillfiles import RunSource
+
+    _run_here(name, inputs, inputs_file, vault_opt, source=RunSource.TEST_WINDOW.value,
+              triggered_by="try", as_json=as_json, detach=False)
+
+
+def _run_here(name: str, inputs: list[str] | None, inputs_file: Path | None,
+              vault_opt: Path | None, *, source: str, triggered_by: str, as_json: bool,
+              detach: bool) -> None:
+    """Start the run from this process (no local API) and follow it, or print its id."""
     from orchestrator.local_stack import classes_for_skill, start_early
     from orchestrator.submit import checked
     from shared.inputs import parse_cli_inputs
@@ -73,44 +99,12 @@ def run(
     from orchestrator.launch import start_run
 
     conn = connect(vault_workers=False)
-    run_id = start_run(conn, loaded, skill, given, source="production", triggered_by="cli",
+    run_id = start_run(conn, loaded, skill, given, source=source, triggered_by=triggered_by,
                        workdir=str(Path.cwd()), waiting=not detach)
     announce(run_id)
     if detach:
         common.out.print(run_id, markup=False)
         return
-    follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=True)
-
-
-def try_(
-    name: str,
-    inputs: InputsOption = None,
-    inputs_file: InputsFileOption = None,
-    as_json: JsonOption = False,
-    vault_opt: VaultOption = None,
-) -> None:
-    """Try a skill as its folder stands, before publishing it (seed 000's test window).
-
-    The run is recorded with source test_window and lands in the skill's benchmarks.json
-    like any run; a draft of a published skill runs as edited, and the published version
-    and its production stats are left alone. Exit codes as `skillq run`."""
-    from orchestrator.cli.direct_run import DirectRun
-    from orchestrator.connect import connect
-    from orchestrator.launch import start_run
-    from orchestrator.local_stack import classes_for_skill, start_early
-    from orchestrator.submit import checked
-    from shared.inputs import parse_cli_inputs
-    from shared.skillfiles import RunSource
-
-    loaded = vault(vault_opt)
-    skill = loaded.get(name)
-    checked(loaded, skill)
-    given = parse_cli_inputs(skill.manifest, inputs or [], inputs_file)  # exit 2 when bad
-    start_early(classes_for_skill(loaded, skill))
-    conn = connect(vault_workers=False)
-    run_id = start_run(conn, loaded, skill, given, source=RunSource.TEST_WINDOW.value,
-                       triggered_by="try", workdir=str(Path.cwd()), waiting=True)
-    announce(run_id)
     follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=True)
 
 

@@ -67,8 +67,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
             calls=calls, extra_tools=tools,
             requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
             # the servers it was routed by: its skill's, and for an ask the invoked skills'
-            mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or
-                              skill.manifest.requires.mcp),
+            mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or ()) or None,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
                                       vault.skills, states) if asked else None,
             text_output="answer" if asked else None, on_text=stream)
