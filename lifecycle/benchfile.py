@@ -29,7 +29,7 @@ from shared.states import RunState, StepState
 # attempt cancelled before it started never ran, and one a retry reused (the route says
 # so, lifecycle/retry.py) is the original run's, already listed.
 _FINAL_STEPS = (StepState.SUCCEEDED, StepState.FAILED, StepState.SKIPPED, StepState.CANCELLED)
-_FINAL_RUNS = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+_FINAL_RUNS = tuple(s for s in RunState if s.terminal)
 REUSED_ROUTE = "reused from %"
 
 

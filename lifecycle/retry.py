@@ -22,7 +22,7 @@ from shared.errors import RunNotFound, RunRefused
 from shared.plan import Plan
 from shared.states import RunState, StepProgress, StepState, check_progress
 
-RETRIED = (RunState.FAILED, RunState.CANCELLED)
+RETRIED = (RunState.FAILED, RunState.CANCELLED, RunState.REJECTED)
 
 
 def create_retry(session: Session, run_id: str, *, triggered_by: str = "retry") -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lifecycle import transitions
@@ -28,11 +27,8 @@ def finish_parent(session: Session, run: PipelineRun) -> str | None:
     if run.agent_call is not None:
         # An agent step's execute_skill call: the step runs again once every run it
         # waits for has ended, and reads their outcomes then (workers/agent/calls.py).
-        if parent.state == StepState.WAITING and not session.scalar(
-                select(func.count()).select_from(PipelineRun).where(
-                    PipelineRun.parent_step_run_id == parent.id, PipelineRun.id != run.id,
-                    PipelineRun.state.not_in([s.value for s in RunState if s.terminal]))):
-            transitions.resume_waiting(session, parent.id)
+        if parent.state == StepState.WAITING and transitions.resume_if_done(
+                session, parent.id, ended_run=run.id):
             return parent.run_id
         return None
     now = datetime.now(UTC)

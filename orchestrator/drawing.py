@@ -7,6 +7,7 @@ import re
 
 from rich.tree import Tree
 
+from shared.builtin import APPROVAL
 from shared.skill import Skill
 from shared.stepgraph import step_dependencies
 from shared.vault import Vault
@@ -44,6 +45,8 @@ def tree(vault: Vault, root: str) -> Tree:
 
 def _node(vault: Vault, name: str) -> str:
     skill = vault.skills.get(name)
+    if name == APPROVAL:  # skillq's own step: a person's decision
+        return f"[bold]{name}[/] [dim](a person approves)[/]"
     if skill is None:
         return f"{name} [red](missing)[/]"
     m = skill.manifest

@@ -101,7 +101,7 @@ def derived_sub_skills(skill: Skill, vault_skills: dict[str, Skill]) -> SubSkill
     roles = {s.skill_id: s.role for s in skill.sub_skills.sub_skills} if skill.sub_skills \
         else {}
     refs: list[SubSkillRef] = []
-    for step in skill.manifest.steps or ():
+    for step in skill.manifest.calling_steps:
         name = step.skill_name
         if any(r.skill_id == name for r in refs):
             continue

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, defer
 
 from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
+from shared.db.wait_models import Wait
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class RunTree:
     children: dict[str, RunTree] = field(default_factory=dict)  # by parent step-run id
     # The agent steps' model requests, by step, item and turn (only when asked for).
     turns: list[AgentTurn] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)  # its questions and approvals
+
+    def waits_of(self, step_id: str, item: int) -> list[Wait]:
+        return [w for w in self.waits if w.step_id == step_id and w.item_index == item]
 
 
 def run_tree(session: Session, run_id: str, *, turns: bool = False,
@@ -65,7 +70,8 @@ def run_tree(session: Session, run_id: str, *, turns: bool = False,
     rows = list(session.scalars(select(StepRun).where(StepRun.run_id == run_id)
                                 .order_by(StepRun.created_at, StepRun.item_index,
                                           StepRun.attempt)).all())
-    tree = RunTree(run, rows)
+    tree = RunTree(run, rows, waits=list(session.scalars(
+        select(Wait).where(Wait.run_id == run_id).order_by(Wait.id)).all()))
     if turns:
         query = select(AgentTurn).where(AgentTurn.run_id == run_id).order_by(
             AgentTurn.step_id, AgentTurn.item_index, AgentTurn.turn)

@@ -100,7 +100,7 @@ def classes_for_skill(vault: Vault, skill: Skill) -> list[WorkerClass]:
             continue
         seen.add(current.name)
         if current.manifest.is_orchestrator:
-            todo += [vault.skills[s.skill] for s in current.manifest.steps or ()
+            todo += [vault.skills[s.skill] for s in current.manifest.calling_steps
                      if s.skill in vault.skills]
             continue
         approach = current.manifest.effective_approach

@@ -76,7 +76,7 @@ def who() -> str:
 def sub_skills(skill: Skill, vault: Vault) -> list[dict[str, Any]]:
     """The callees as they were at publish time: name, pin, and the vault's version."""
     seen: dict[tuple[str, int | None], dict[str, Any]] = {}
-    for step in skill.manifest.steps or ():
+    for step in skill.manifest.calling_steps:
         callee = vault.skills.get(step.skill_name)
         seen.setdefault((step.skill_name, step.skill_version), {
             "skill": step.skill_name, "pinned": step.skill_version,

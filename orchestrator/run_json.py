@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from orchestrator.history import RunTree
 from shared.db.agent_models import AgentTurn
 from shared.db.models import PipelineRun, StepRun
+from shared.db.wait_models import Wait
 from shared.notes import skill_facts
 from shared.secrets import available_names, default_file, redact, redact_value, values_for
 from shared.settings import get_settings
@@ -188,6 +189,18 @@ def _attempt(row: StepRun, redactor: Redactor, turns: list[AgentTurn],
     }
 
 
+def wait_json(wait: Wait, redactor: Redactor) -> dict[str, Any]:
+    """A question or approval as run-show --json and the dashboard give it."""
+    return {
+        "id": wait.id, "kind": wait.kind, "state": wait.state,
+        "asks": redactor.text(wait.prompt), "choices": list(wait.choices or []),
+        "free_text": wait.free_text, "default": redactor.value(wait.default),
+        "shown": redactor.value(wait.shown or {}), "inputs": list(wait.form or []),
+        "answer": redactor.value(wait.answer), "reason": redactor.text(wait.reason),
+        "decided_by": wait.decided_by, "decided_at": iso(wait.decided_at),
+        "asked_at": iso(wait.created_at), "deadline": iso(wait.deadline_at)}
+
+
 def step_items(tree: RunTree) -> list[tuple[str, int, list[StepRun]]]:
     """(step id, item index, attempts oldest first), steps in the order they started."""
     grouped: dict[str, dict[int, list[StepRun]]] = defaultdict(lambda: defaultdict(list))
@@ -215,6 +228,7 @@ def run_json(session: Session, tree: RunTree, redactor: Redactor,
             "attempts": [_attempt(r, redactor, attempt_turns(turns, r), logs)
                          for r in attempts],
             "child": None if child is None else run_json(session, child, redactor, logs),
+            "waits": [wait_json(w, redactor) for w in tree.waits_of(step_id, index)],
         })
     return {
         "run_id": run.id, "skill": run.skill, "version": run.version, "state": run.state,

@@ -28,7 +28,8 @@ def result_json(conn: Connection, run: PipelineRun) -> dict[str, Any]:
 
 def failure_message(run: PipelineRun) -> str:
     """What `skillq run` says (as ``error: ...``, exit 1) of a run that did not succeed."""
-    what = "was cancelled" if run.state == RunState.CANCELLED else "aborted"
+    what = {RunState.CANCELLED: "was cancelled", RunState.REJECTED: "was rejected"}.get(
+        RunState(run.state), "aborted")
     return f"run {run.id} of {run.skill} {what}: {run.error}"
 
 

@@ -183,7 +183,8 @@ def _check_steps(skill: Skill, problems: list[Problem]) -> Iterator[Problem]:
         for j, need in enumerate(step.needs):
             if need not in known:
                 yield skill.problem(("steps", i, "needs", j), f"no step '{need}' in this skill")
-        fields = (("for_each",), step.for_each), (("with",), dict(step.with_))
+        fields = ((("for_each",), step.for_each), (("with",), dict(step.with_)),
+                  (("approval",), step.approval_values))
         for prefix, value in fields:
             for loc, template in _templates(problems, skill, ("steps", i, *prefix), value):
                 for ref in template.refs:

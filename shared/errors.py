@@ -43,6 +43,9 @@
      ├── MissingSecret          a skill declares a secret this worker cannot provide
      ├── TestCaseError          `skillq test`: no such case, or a skill without cases
      ├── NoteError              `skillq notes`: no such note, or a status change refused
+     ├── WaitError              `skillq answer/approve/reject`: no such open wait in the
+     │                          run, or an answer that does not fit it (a choice out of
+     │                          range, text where only choices are taken, an input's type)
      ├── ScheduleError          `skillq schedule`/`beat`: no such schedule, lock lost
      │    └── CronError         a cron line or time zone that cannot be used
      ├── DashboardError         `skillq dashboard` refused to start (unsafe bind, bad auth)
@@ -62,7 +65,7 @@
 NotFound and Refused are families to catch (``except NotFound``: the local API's 404);
 a class that is also another's (SkillNotFound a VaultError) has both bases, the older
 first so that its exit code stays. A class whose errors mix "no such X" with other
-refusals (TestCaseError, NoteError, ScheduleError, ArtifactError, KeyRegistryError,
+refusals (TestCaseError, NoteError, WaitError, ScheduleError, ArtifactError, KeyRegistryError,
 LibraryError) is in neither; nor are MessageRefused (a worker's message gate, never a
 user's operation) and IllegalTransition (a bug signal). tests/unit/test_errors.py pins
 every exit code.
@@ -216,6 +219,12 @@ class TestCaseError(SkillqError):
 
 
 class NoteError(SkillqError):
+    exit_code = 2
+
+
+class WaitError(SkillqError):
+    """Nothing was decided: the wait is as it was."""
+
     exit_code = 2
 
 

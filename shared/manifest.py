@@ -17,6 +17,7 @@ from pydantic import (
     StrictInt,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from typing_extensions import TypeAliasType
 
@@ -170,28 +171,70 @@ class CacheSpec(Frozen):
     ttl: StrictInt = Field(default=3600, gt=0, description="seconds")
 
 
+# The reserved skill an approval step runs (shared/builtin/skillq-approval).
+APPROVAL_SKILL = "skillq-approval"
+
+
+class ApprovalSpec(Frozen):
+    """An orchestrator step that pauses its run until a person approves or rejects it
+    (docs/waits.md). What it shows and its inputs' defaults may be references to earlier
+    steps' outputs; the approver's inputs are the step's outputs, which later steps read."""
+
+    message: str = Field(min_length=1)
+    show: Mapping[Ident, Any] = Field(default_factory=dict)
+    inputs: tuple[InputSpec, ...] = ()
+    timeout: StrictFloat | StrictInt | None = Field(
+        default=None, gt=0, description="seconds to wait for a decision (none: no limit)")
+    on_timeout: Literal["reject", "approve"] = "reject"
+
+
 class Step(Frozen):
     id: Annotated[str, Field(pattern=rf"^{STEP_ID}$")]
-    skill: str
+    skill: str = ""  # empty for an approval step, which runs APPROVAL_SKILL
     for_each: Any = None
     with_: Mapping[str, Any] = Field(default_factory=dict, alias="with")
     on_failure: OnFailure = OnFailure.ABORT
     needs: tuple[str, ...] = ()
+    approval: ApprovalSpec | None = None
 
     @field_validator("skill")
     @classmethod
     def _skill_ref(cls, value: str) -> str:
-        if not SKILL_REF.match(value):
+        if value and not SKILL_REF.match(value):
             raise ValueError(f"'{value}' is not a skill reference; write NAME or NAME@VERSION")
         return value
 
+    @model_validator(mode="after")
+    def _skill_or_approval(self) -> Step:
+        if self.approval is None:
+            if not self.skill:
+                raise ValueError("a step needs `skill: NAME` (or an `approval:` block)")
+        elif self.skill or self.with_ or self.for_each is not None:
+            raise ValueError("an approval step takes no skill, with or for_each: what it "
+                             "shows goes under approval.show, what it asks under "
+                             "approval.inputs")
+        return self
+
+    @property
+    def approval_values(self) -> dict[str, Any]:
+        """An approval step's values that may reference earlier steps: what it shows,
+        and its inputs' defaults ({} for any other step)."""
+        if self.approval is None:
+            return {}
+        return {"show": dict(self.approval.show),
+                "inputs": {i.name: i.default for i in self.approval.inputs if i.has_default}}
+
     @property
     def skill_name(self) -> str:
+        if self.approval is not None:
+            return APPROVAL_SKILL
         match = SKILL_REF.match(self.skill)
         return match["name"] if match else self.skill
 
     @property
     def skill_version(self) -> int | None:
+        if self.approval is not None:
+            return None
         match = SKILL_REF.match(self.skill)
         return int(match["version"]) if match and match["version"] else None
 
@@ -228,6 +271,12 @@ class Manifest(Frozen):
     # Agent steps (docs/agent-steps.md): the skills the model may load and run (its
     # sub-skills.json by default, so the declared DAG stays what runs), and its limits.
     catalog: Literal["sub-skills", "all"] = "sub-skills"
+    # An agent step may ask a person (ask_question) even when its run was not started by
+    # someone at hand (a schedule's run never waits for anyone: docs/waits.md).
+    interactive: StrictBool = False
+    question_timeout: StrictFloat | StrictInt | None = Field(
+        default=None, gt=0, description="seconds its questions wait for an answer (unset: "
+        "SKILLQ_QUESTION_TIMEOUT_S)")
     max_turns: StrictInt | None = Field(default=None, ge=1)
     budget_usd: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
     timeout: StrictFloat | StrictInt | None = Field(default=None, gt=0,
@@ -257,6 +306,11 @@ class Manifest(Frozen):
     @property
     def is_orchestrator(self) -> bool:
         return self.steps is not None
+
+    @property
+    def calling_steps(self) -> tuple[Step, ...]:
+        """The steps that call a skill of the vault (not approval steps)."""
+        return tuple(s for s in self.steps or () if s.approval is None)
 
     @property
     def effective_approach(self) -> Approach:

@@ -46,6 +46,10 @@ def ref_type(ref: Ref, owner: Skill, step: Step | None, skills: Skills) -> Value
         outer = value_type(step.for_each, owner, None, skills)
         return outer.element() if outer and outer.is_array else None
     producer = next((s for s in owner.manifest.steps or () if s.id == ref.name), None)
+    if producer is not None and producer.approval is not None:  # the approver's inputs
+        given = next((i for i in producer.approval.inputs if ref.path and
+                      i.name == ref.path[0]), None)
+        return given.value_type if given is not None and len(ref.path) == 1 else None
     callee = skills.get(producer.skill_name) if producer else None
     if producer is None or callee is None:
         return None
@@ -74,6 +78,9 @@ def value_type(value: Any, owner: Skill, step: Step | None, skills: Skills) -> V
 def check_pipeline(owner: Skill, skills: Skills, broken: set[str]) -> Iterator[Problem]:
     steps = owner.manifest.steps or ()
     for i, step in enumerate(steps):
+        if step.approval is not None:
+            yield from _check_approval(owner, i, step, skills)
+            continue
         callee = skills.get(step.skill_name)
         if callee is None:
             if step.skill_name not in broken:
@@ -131,6 +138,24 @@ def _check_call(owner: Skill, i: int, step: Step, callee: Skill, skills: Skills
         yield from _check_output_refs(owner, ("steps", i, "for_each"), step.for_each, skills)
 
 
+def _check_approval(owner: Skill, i: int, step: Step, skills: Skills) -> Iterator[Problem]:
+    """What an approval step shows and its inputs' defaults: references that exist, and
+    defaults of the inputs' declared types."""
+    assert step.approval is not None
+    for name, value in step.approval.show.items():
+        yield from _check_output_refs(owner, ("steps", i, "approval", "show", name), value,
+                                      skills)
+    for j, spec in enumerate(step.approval.inputs):
+        if not spec.has_default:
+            continue
+        loc = ("steps", i, "approval", "inputs", j, "default")
+        got = value_type(spec.default, owner, step, skills)
+        if got is not None and not compatible(got, spec.value_type):
+            yield owner.problem(loc, f"gives {got} but the approver's input '{spec.name}' is "
+                                f"declared {spec.type}")
+        yield from _check_output_refs(owner, loc, spec.default, skills)
+
+
 def _check_output_refs(owner: Skill, loc: tuple[str | int, ...], value: Any, skills: Skills
                        ) -> Iterator[Problem]:
     steps = {s.id: s for s in owner.manifest.steps or ()}
@@ -144,7 +169,15 @@ def _check_output_refs(owner: Skill, loc: tuple[str | int, ...], value: Any, ski
         for ref in refs:
             if ref.kind != "step" or not ref.path or ref.name not in steps:
                 continue
-            callee = skills.get(steps[ref.name].skill_name)
+            producer = steps[ref.name]
+            if producer.approval is not None:
+                names = [i.name for i in producer.approval.inputs]
+                if ref.path[0] not in names:
+                    yield owner.problem((*loc, *sub), f"{ref}: approval step '{ref.name}' "
+                                        f"takes no input '{ref.path[0]}'; it takes: "
+                                        f"{', '.join(names) or 'none'}")
+                continue
+            callee = skills.get(producer.skill_name)
             if callee is not None and callee.manifest.output(ref.path[0]) is None:
                 names = [o.name for o in callee.manifest.result_outputs]
                 close = difflib.get_close_matches(ref.path[0], names, n=1)
@@ -162,7 +195,7 @@ def check_sub_skills_file(skill: Skill, skills: Skills, broken: set[str]) -> Ite
                                      f"no skill '{name}' in this vault")
     if skill.manifest.steps is None or skill.sub_skills is None:
         return
-    called = list(dict.fromkeys(s.skill_name for s in skill.manifest.steps))
+    called = list(dict.fromkeys(s.skill_name for s in skill.manifest.calling_steps))
     fix = f"run `skillq sync {skill.name}` to regenerate it from steps"
     for name in called:
         if name not in listed:
@@ -181,7 +214,7 @@ def sub_skill_edges(skills: Skills) -> dict[str, set[str]]:
     """Skill -> the skills it uses, through its steps or its sub-skills.json."""
     edges: dict[str, set[str]] = {}
     for name, skill in skills.items():
-        used = {s.skill_name for s in skill.manifest.steps or ()}
+        used = {s.skill_name for s in skill.manifest.calling_steps}
         used |= set(skill.sub_skills.names if skill.sub_skills else ())
         edges[name] = used
     return edges

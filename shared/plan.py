@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.manifest import Frozen, Manifest, OnFailure, Requires
+from shared.manifest import APPROVAL_SKILL, Frozen, Manifest, OnFailure, Requires, Step
 from shared.queues import CONTROL_QUEUE, queue_for
 from shared.skill import Skill
 from shared.stepgraph import step_dependencies
 
-StepKind = Literal["script", "orchestrator", "instructions"]
+StepKind = Literal["script", "orchestrator", "instructions", "approval"]
 
 
 class AgentModel(Frozen):
@@ -105,6 +105,23 @@ def _plan_step(step_id: str, callee: Skill, **fields: Any) -> PlanStep:
         if m.kind == "instructions" else None, **fields})
 
 
+def _approval_step(step: Step, after: tuple[str, ...]) -> PlanStep:
+    """An approval step: run on the control queue by workers/executors/approval.py, its
+    ``with`` what the planner resolves (the message, what it shows, the inputs'
+    defaults) beside what it takes as it is (the approver's form, the timeout)."""
+    spec = step.approval
+    assert spec is not None
+    form = [i.model_dump(mode="json", exclude={"default"}, exclude_defaults=True)
+            for i in spec.inputs]
+    return PlanStep.model_validate({
+        "id": step.id, "skill": APPROVAL_SKILL, "version": 1, "kind": "approval",
+        "queue": CONTROL_QUEUE, "on_failure": step.on_failure, "after": after,
+        "array_outputs": tuple(i.name for i in spec.inputs if i.value_type.is_array),
+        "with": {"message": spec.message, "show": dict(spec.show),
+                 "defaults": {i.name: i.default for i in spec.inputs if i.has_default},
+                 "form": form, "timeout_s": spec.timeout, "on_timeout": spec.on_timeout}})
+
+
 def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, Any],
                workdir: str | None = None) -> Plan:
     """The plan for running ``skill`` with inputs ``given`` (already checked)."""
@@ -118,6 +135,7 @@ def build_plan(skill: Skill, skills: Mapping[str, Skill], given: Mapping[str, An
     # A pinned step's queue, kind and outputs are read from the vault's current version
     # of the callee: pinning is for versions of the same interface.
     steps = tuple(
+        _approval_step(s, tuple(deps[s.id])) if s.approval is not None else
         _plan_step(s.id, skills[s.skill_name], for_each=s.for_each,
                    on_failure=s.on_failure, after=tuple(deps[s.id]),
                    **{"with": dict(s.with_)},

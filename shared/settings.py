@@ -41,6 +41,9 @@ class Settings(BaseSettings):
                                    description="how long a vault scan is reused")
     max_step_timeout_s: float = Field(default=3600, gt=0, description="the longest a step "
                                       "may run; the broker's visibility timeout exceeds it")
+    question_timeout_s: float = Field(default=86400, gt=0, description="how long an agent "
+                                      "step's question (ask_question) waits for an answer "
+                                      "before its default holds, or the step fails")
     result_ttl_s: int = Field(default=86400, gt=0, description="how long Celery keeps results")
     inline_output_bytes: int = Field(default=64 * 1024, ge=0, description="outputs larger "
                                      "than this travel by reference through the store")

@@ -1,20 +1,26 @@
 """Run states as string enums with explicit transitions (the dashboard queries these).
 
-    pipeline: pending -> running -> succeeded | failed | cancelled
+    pipeline: pending -> running -> succeeded | failed | cancelled | rejected
+              (rejected: a person turned an approval step down, and it aborted the run)
     step:     pending -> running -> succeeded | failed | retrying | lost | cancelled
               pending -> cancelled (never started: its run ended or was cancelled)
               running -> waiting -> pending (an agent step waits for the runs its
-              execute_skill calls started, holding no worker slot, then runs again)
+              execute_skill calls started, or for a person's answer; an approval step
+              for a person's decision: holding no worker slot, then it runs again)
               failed -> skipped (the planner drops a failed item under on_failure: skip)
               retrying and lost are terminal for that attempt: a new attempt row follows
     progress: waiting -> running -> done (a step as its run's ledger has it)
               waiting -> done (a fan-out over nothing; a step `skillq retry` reuses whole)
+    wait:     open -> answered (a question) | approved | rejected (an approval)
+              open -> timed_out (past its deadline) | cancelled (its run ended first)
 
 Only lifecycle/transitions/ writes the run and step states; every write there is checked
 against the tables below, and its SQL guards are built from them (``sources``). A step's
 progress is the planner's ledger on the run's row (``pipeline_runs.progress``: {step id:
 {"state": ..., "items": n}}), written by lifecycle/planner/ and lifecycle/retry.py, each
-change checked against PROGRESS_TRANSITIONS (``check_progress``).
+change checked against PROGRESS_TRANSITIONS (``check_progress``). A wait for a person
+(``waits``) changes only in lifecycle/transitions/waits.py, checked against
+WAIT_TRANSITIONS (``check_wait``).
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ class RunState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    REJECTED = "rejected"  # an approval step turned down, its on_failure abort
 
     @property
     def terminal(self) -> bool:
-        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED,
+                        RunState.REJECTED)
 
 
 class StepState(StrEnum):
@@ -45,7 +53,7 @@ class StepState(StrEnum):
     RETRYING = "retrying"  # transient failure; the next attempt is scheduled
     LOST = "lost"  # its worker died; the next attempt was dispatched
     CANCELLED = "cancelled"  # never ran, or was stopped: its run ended or was cancelled
-    WAITING = "waiting"  # an agent step waiting on the sub-skill runs it started
+    WAITING = "waiting"  # waiting on the sub-skill runs it started, or on a person
 
     @property
     def terminal(self) -> bool:
@@ -58,6 +66,11 @@ class StepState(StrEnum):
                         StepState.CANCELLED)
 
 
+# The error_kind of an approval step a person (or its timeout) turned down: under
+# on_failure abort its run ends REJECTED rather than FAILED.
+REJECTED_KIND = "rejected"
+
+
 class StepProgress(StrEnum):
     """A step of a run as the planner's ledger has it (not an attempt's state: StepState).
     The values are what ``pipeline_runs.progress`` stores."""
@@ -67,12 +80,35 @@ class StepProgress(StrEnum):
     DONE = "done"  # every item final, the run not failed by them
 
 
+class WaitState(StrEnum):
+    """A question or an approval waiting for a person (shared/db/wait_models.py)."""
+
+    OPEN = "open"
+    ANSWERED = "answered"  # a question's answer
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    TIMED_OUT = "timed_out"  # nobody decided by its deadline (the default, if any, holds)
+    CANCELLED = "cancelled"  # its run ended first
+
+    @property
+    def decided(self) -> bool:
+        return self is not WaitState.OPEN
+
+
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.PENDING: frozenset({RunState.RUNNING, RunState.FAILED, RunState.CANCELLED}),
-    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED}),
+    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED,
+                                 RunState.REJECTED}),
     RunState.SUCCEEDED: frozenset(),
     RunState.FAILED: frozenset(),
     RunState.CANCELLED: frozenset(),
+    RunState.REJECTED: frozenset(),
+}
+
+WAIT_TRANSITIONS: dict[WaitState, frozenset[WaitState]] = {
+    WaitState.OPEN: frozenset({WaitState.ANSWERED, WaitState.APPROVED, WaitState.REJECTED,
+                               WaitState.TIMED_OUT, WaitState.CANCELLED}),
+    **{s: frozenset() for s in WaitState if s is not WaitState.OPEN},
 }
 
 STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
@@ -118,6 +154,11 @@ def check_run(old: RunState, new: RunState) -> None:
 def check_step(old: StepState, new: StepState) -> None:
     if new not in STEP_TRANSITIONS[old]:
         raise IllegalTransition(f"step run cannot go from {old} to {new}")
+
+
+def check_wait(old: WaitState, new: WaitState) -> None:
+    if new not in WAIT_TRANSITIONS[old]:
+        raise IllegalTransition(f"a wait cannot go from {old} to {new}")
 
 
 def check_progress(old: StepProgress, new: StepProgress) -> None:

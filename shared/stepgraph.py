@@ -16,7 +16,8 @@ def step_dependencies(manifest: Manifest) -> dict[str, list[str]]:
     deps: dict[str, list[str]] = {}
     for step in steps:
         found = list(step.needs)
-        for _, text in walk_strings([step.for_each, dict(step.with_)]):
+        for _, text in walk_strings([step.for_each, dict(step.with_),
+                                       step.approval_values]):
             if "${" not in text:
                 continue
             try:

@@ -157,12 +157,15 @@ def record_in(session: Session, ctx: WorkerContext, done: Sequence[tuple[Claim, 
                 success=result.state == StepState.SUCCEEDED, duration_ms=mine.duration_ms,
                 cost_usd=mine.cost_usd, at=now,
                 production=mine.source == RunSource.PRODUCTION)
-        if result.state == StepState.WAITING:  # an agent step: its sub-skill runs go
+        if result.state == StepState.WAITING:  # its sub-skill runs go, a person decides
             assert isinstance(result.then, WaitingOn)
             children = list(result.then.run_ids)
             due.update(children)  # their first advance
-            if transitions.wait_on(session, job.row_id, children, now):
-                due.add(job.run_id)  # they had ended already: it goes again now
+            if transitions.wait_on(session, job.row_id, children, now) or \
+                    result.then.deadline:
+                # they had ended already, or were decided: it goes again now; or the
+                # planner is to watch the run at a wait's deadline
+                due.add(job.run_id)
             continue
         if isinstance(result.then, CacheWrite) and result.outputs is not None:
             cache.store(session, key=result.then.key, skill=job.skill, version=job.version,

@@ -44,8 +44,11 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class WaitingOn:
-    """An agent step waits for the runs its execute_skill calls started."""
-    run_ids: tuple[str, ...]
+    """A step waits for the runs its execute_skill calls started, and for a person's
+    decision on its open waits (an agent's questions, an approval)."""
+    run_ids: tuple[str, ...] = ()
+    waits: tuple[int, ...] = ()
+    deadline: bool = False  # one of its waits times out: the planner is to read when
 
 
 @dataclass(frozen=True, slots=True)

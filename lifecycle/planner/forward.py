@@ -17,7 +17,7 @@ from shared.db.models import PipelineRun
 from shared.plan import PlanStep
 from shared.resolve import ResolveError
 from shared.settings import Settings
-from shared.states import RunState, StepProgress
+from shared.states import REJECTED_KIND, RunState, StepProgress
 from shared.store import pack
 
 
@@ -95,7 +95,8 @@ def _settle(work: Work, step: PlanStep) -> bool:
         settled = decisions.settle(step, work.progress.items(step.id), failed, first.error)
         if settled.error is not None:
             work.out.settled_skills.add(step.skill)
-            work.fail(step.id, first.item_index, settled.error)
+            work.fail(step.id, first.item_index, settled.error,
+                      rejected=first.error_kind == REJECTED_KIND)
             return False
         if settled.skip:
             transitions.skip_failed_items(work.session, work.run.id, step.id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from lifecycle import policy, step_counts, transitions
+from lifecycle import policy, step_counts, transitions, waits
 from lifecycle.planner import records
 from lifecycle.planner.launch import route_step, send_when_due
 from lifecycle.planner.work import Work
@@ -18,7 +18,8 @@ from shared.states import StepState
 
 
 def revive(work: Work) -> None:
-    """Retry what failed transiently; re-dispatch what a dead worker held.
+    """Close the waits past their deadline; retry what failed transiently; re-dispatch
+    what a dead worker held.
 
     Reads first (the rows, their items' losses), then changes: no query in the loop,
     so a thousand items of a dead worker's batches cost one flush, not a thousand."""
@@ -26,6 +27,7 @@ def revive(work: Work) -> None:
     steps = [s for s in work.progress.running(work.plan) if s not in work.lone]
     if not steps:
         return
+    _expire_waits(work, steps)
     now = work.now
     dead_before = now - timedelta(seconds=work.settings.dead_after_s)
     wanting = step_counts.wanting(work.session, work.run.id, steps, dead_before)
@@ -46,6 +48,17 @@ def revive(work: Work) -> None:
                 row, f"worker {row.worker} stopped sending heartbeats (none since "
                 f"{row.heartbeat_at:%H:%M:%S}); re-dispatched", now)
             _after_loss(work, row, losses + 1)
+
+
+def _expire_waits(work: Work, running: list[str]) -> None:
+    """A running step that may wait for a person (an agent's question, an approval):
+    its waits past their deadline are closed, and the run is watched again at the next
+    deadline. Other steps never wait, so a pipeline of scripts asks nothing here."""
+    if not any(work.plan.step(s).kind in ("instructions", "approval") for s in running):
+        return
+    _, due = waits.expire(work.session, work.run.id, work.now)
+    if due is not None:
+        work.next_due = due if work.next_due is None else min(work.next_due, due)
 
 
 def _next_attempt(work: Work, row: StepRun, due: datetime | None) -> None:

@@ -19,6 +19,7 @@ from shared.db.models import PipelineRun
 from shared.db.txn_context import context
 from shared.plan import Plan
 from shared.settings import Settings
+from shared.states import RunState
 
 
 @dataclass
@@ -60,11 +61,15 @@ class Work:
             step: outputs for (run_id, step), outputs in
             context(session).succeeded_lone.items() if run_id == run.id}
 
-    def fail(self, step_id: str, item: int | None, error: str) -> None:
-        """The run fails at the step (its item, when one is named), with ``error``."""
+    def fail(self, step_id: str, item: int | None, error: str, *,
+             rejected: bool = False) -> None:
+        """The run fails at the step (its item, when one is named), with ``error``;
+        ``rejected``: it ends rejected (a person turned its approval step down)."""
         run = self.run
         where = f"step '{step_id}'" + (f" item {item}" if item is not None and item >= 0 else "")
-        transitions.fail_run(self.session, run, error=f"{where} failed: {error}", step=step_id,
-                             item=item if item is not None and item >= 0 else None)
+        transitions.fail_run(self.session, run,
+                             error=f"{where} {'rejected' if rejected else 'failed'}: {error}",
+                             step=step_id, item=item if item is not None and item >= 0 else None,
+                             state=RunState.REJECTED if rejected else RunState.FAILED)
         self.out.finished = True
         count_run(self.session, run, self.plan)

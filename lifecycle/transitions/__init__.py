@@ -1,7 +1,8 @@
-"""The one writer of run and step states.
+"""The one writer of run, step and wait states.
 
-Every change of ``pipeline_runs.state`` or ``step_runs.state`` is a function of this
-package (by record: ``runs``; attempts' ``launches``, ``claims`` and ``finishes``), and
+Every change of ``pipeline_runs.state``, ``step_runs.state`` or ``waits.state`` is a
+function of this package (by record: ``runs``; attempts' ``launches``, ``claims`` and
+``finishes``; a person's ``waits``), and
 each is checked against the transition tables of shared/states.py before it is written:
 an ORM write calls ``check_run``/``check_step`` on the row's current state, and a bulk
 statement's guard (``WHERE state IN (...)``) is built from the table's sources of the
@@ -27,7 +28,7 @@ from lifecycle.transitions.finishes import (
     finish_attempt,
     finish_held,
     lose_process,
-    resume_waiting,
+    resume_if_done,
     settle_parent,
     skip_failed,
     skip_failed_items,
@@ -52,6 +53,7 @@ from lifecycle.transitions.runs import (
     start_run,
     succeed_run,
 )
+from lifecycle.transitions.waits import cancel_waits, decide, open_wait
 
 __all__ = [
     "COPY_FROM",
@@ -66,8 +68,10 @@ __all__ = [
     "cancel_open",
     "cancel_pending",
     "cancel_run",
+    "cancel_waits",
     "claim_lone",
     "claim_pending",
+    "decide",
     "declare_lost",
     "fail_run",
     "finish_attempt",
@@ -76,7 +80,8 @@ __all__ = [
     "launch_attempts",
     "lose_process",
     "new_run",
-    "resume_waiting",
+    "open_wait",
+    "resume_if_done",
     "reuse_attempts",
     "settle_parent",
     "skip_failed",

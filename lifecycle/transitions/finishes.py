@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session, object_session
 
 from lifecycle.step_counts import moved, moved_rows
 from lifecycle.transitions.runs import ENDED_RUN, now_utc, state_values
+from lifecycle.transitions.waits import open_count
+from shared.attempt_id import AttemptId
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
 from shared.db.txn_context import context
@@ -168,19 +170,30 @@ def settle_parent(parent: StepRun, child: PipelineRun, now: datetime | None = No
 
 def wait_on(session: Session, row_id: str, children: Sequence[str],
             now: datetime | None = None) -> bool:
-    """An agent step recorded waiting for ``children`` (runs its execute_skill calls
-    started): resumed at once when they have all ended already (one that ended while the
-    step was still running has nobody else to wake it); True if so."""
+    """A step recorded waiting for ``children`` (runs its execute_skill calls started)
+    and for its open waits for a person: resumed at once when nothing is left to wait
+    for (a run that ended, or a question answered, while the step was still running
+    has nobody else to wake it); True if so."""
     still = session.scalar(select(func.count()).select_from(PipelineRun).where(
         PipelineRun.id.in_(list(children)), PipelineRun.state.not_in(state_values(ENDED_RUN))))
-    if still:
+    if still or open_count(session, AttemptId.parse(row_id).calls_prefix):
         return False
     return _resume(session, row_id, now or now_utc())
 
 
-def resume_waiting(session: Session, row_id: str, now: datetime | None = None) -> bool:
-    """The runs an agent step waited for have ended: it goes back to its queue (pending,
-    due now: the planner's next pass sends it). False when it was not waiting."""
+def resume_if_done(session: Session, row_id: str, *, ended_run: str | None = None,
+                   now: datetime | None = None) -> bool:
+    """A run the step waited for ended (``ended_run``), or a person decided one of its
+    waits: it goes back to its queue (pending, due now: the planner's next pass sends
+    it) once no run it started is open and no wait of its item is. False when it was
+    not waiting, or still waits."""
+    open_runs = select(func.count()).select_from(PipelineRun).where(
+        PipelineRun.parent_step_run_id == row_id,
+        PipelineRun.state.not_in(state_values(ENDED_RUN)))
+    if ended_run is not None:
+        open_runs = open_runs.where(PipelineRun.id != ended_run)
+    if session.scalar(open_runs) or open_count(session, AttemptId.parse(row_id).calls_prefix):
+        return False
     return _resume(session, row_id, now or now_utc())
 
 

@@ -1,4 +1,4 @@
-"""Runs: recorded, started, ended (succeeded, failed, cancelled), and the cancelling of
+"""Runs: recorded, started, ended (succeeded, failed, rejected, cancelled), and the cancelling of
 a run's attempts that goes with its end."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from lifecycle.step_counts import moved_rows
+from lifecycle.transitions.waits import cancel_waits
 from shared.cache import input_hash
 from shared.db import deferred
 from shared.db.models import PipelineRun, StepRun
@@ -73,16 +74,19 @@ def succeed_run(run: PipelineRun, outputs: Any, now: datetime | None = None) -> 
 
 
 def fail_run(session: Session, run: PipelineRun, *, error: str, step: str | None,
-             item: int | None, now: datetime | None = None) -> None:
-    """The run ends failed; attempts still waiting in a queue will never run."""
-    check_run(RunState(run.state), RunState.FAILED)
-    run.state = RunState.FAILED
+             item: int | None, now: datetime | None = None,
+             state: RunState = RunState.FAILED) -> None:
+    """The run ends failed (or ``state`` REJECTED: an approval turned down); attempts
+    still waiting in a queue will never run."""
+    check_run(RunState(run.state), state)
+    run.state = state
     run.error = error
     run.failed_step = step
     run.failed_item = item
     run.finished_at = now or now_utc()
     cancel_pending(session, run.id, "not run: the run failed before it started",
                    run.finished_at)
+    cancel_waits(session, run.id, run.finished_at)
 
 
 def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
@@ -102,6 +106,7 @@ def cancel_run(session: Session, run_id: str, reason: str = "cancelled",
     run.finished_at = now
     run.watch_at = None
     stopped = cancel_open(session, run_id, reason, now)
+    cancel_waits(session, run_id, now)
     children = session.scalars(select(PipelineRun.id).where(
         PipelineRun.parent_step_run_id.in_(
             select(StepRun.id).where(StepRun.run_id == run_id)))).all()

@@ -5,6 +5,10 @@
                                   long-poll: progress once it differs from token T, or
                                   the end (with the --json object and the lines printed)
     POST /v1/runs/{id}/cancel     {"reason"}: as `skillq cancel`, and the run afterwards
+    GET  /v1/runs/{id}/waits      {"waits"}: its open questions and approvals
+    POST /v1/runs/{id}/waits/{wait}/answer|approve|reject
+                                  {"text"|"choice"}, {"inputs"}, {"reason"}: as `skillq
+                                  answer`, `approve`, `reject` (cli/inline_answers.py)
 
 A SkillqError is {"error", "exit_code"} with a 4xx status: the client prints
 ``error: <error>`` and exits with that code, as the command would have. A server that
@@ -27,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from orchestrator.api import runs
+from orchestrator.api import runs, waits
 from orchestrator.api.guard import ApiGuard, refusal
 from orchestrator.api.run_ends import RunEnds
 from orchestrator.connect import Connection
@@ -64,11 +68,23 @@ def create_app(conn: Connection, ends: RunEnds, token: str, port: int) -> Starle
         return answer(await run_in_threadpool(runs.cancel, conn,
                                               request.path_params["run_id"], reason))
 
+    async def open_waits(request: Request) -> Response:
+        return answer(await run_in_threadpool(waits.open_waits, conn,
+                                              request.path_params["run_id"]))
+
+    async def decide(request: Request) -> Response:
+        p = request.path_params
+        return answer(await run_in_threadpool(waits.decide, conn, p["run_id"], p["wait_id"],
+                                              p["decision"], await _body(request)))
+
     max_body = 8 * conn.settings.input_max_bytes + BODY_SLACK_BYTES  # as the dashboard's
     return Starlette(
         routes=[Route("/v1/runs", submit, methods=["POST"]),
                 Route("/v1/runs/{run_id}", follow, methods=["GET"]),
-                Route("/v1/runs/{run_id}/cancel", cancel, methods=["POST"])],
+                Route("/v1/runs/{run_id}/cancel", cancel, methods=["POST"]),
+                Route("/v1/runs/{run_id}/waits", open_waits, methods=["GET"]),
+                Route("/v1/runs/{run_id}/waits/{wait_id:int}/{decision}", decide,
+                      methods=["POST"])],
         middleware=[Middleware(ApiGuard, token=token, port=port, max_body_bytes=max_body)],
         exception_handlers={SkillqError: _skillq_error, runs.ServerDown: _server_down,
                             Exception: _failure})

@@ -54,6 +54,18 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("ask", "ask_cmd",
      "One agent turn over the library: its enabled skills, the skill, execute_skill and "
      "skill_improvement_note tools; the answer streams to stdout."),
+    ("inbox", "wait_cmds",
+     "Every question and approval waiting for a person, across runs, oldest first: the "
+     "run, the step, what is asked, since when, and who can answer."),
+    ("answer", "wait_cmds",
+     "Answer a question an agent step of the run asked (ask_question); the step goes on "
+     "with it."),
+    ("approve", "wait_cmds",
+     "Approve the run's approval step; its inputs (yours, else their defaults) are the "
+     "step's outputs, which later steps read."),
+    ("reject", "wait_cmds",
+     "Reject the run's approval step: the run ends rejected (or follows the step's "
+     "on_failure)."),
     ("cancel", "run_ops_cmds", "Cancel a run."),
     ("wait", "run_ops_cmds", "Follow a run until it ends."),
     ("retry", "run_ops_cmds", "Retry a run from its failed steps."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.follow import Cancelled, Ended
 from orchestrator.run_report import failure_message, result_json, success_line
@@ -55,3 +55,22 @@ class DirectRun:
         done = cancel_run(self.conn, self.run_id, reason)
         final, _ = run_progress(self.conn, self.run_id, counts=False)
         return Cancelled(self.ended(final), done.ended_now, len(done.stopped))
+
+    def open_waits(self) -> list[dict[str, Any]]:
+        from orchestrator.waits import inbox
+
+        return [w.as_json() for w in inbox(self.conn, self.run_id)]
+
+    def decide(self, wait: dict[str, Any], decision: str, body: dict[str, Any]) -> None:
+        from orchestrator import waits
+        from orchestrator.publish import who
+
+        which, by = f"#{wait['id']}", f"terminal:{who()}"
+        if decision == "answer":
+            waits.answer(self.conn, wait["run_id"], which, text=body.get("text"),
+                         choice=body.get("choice"), by=by)
+        elif decision == "approve":
+            waits.approve(self.conn, wait["run_id"], which, given=body.get("inputs"), by=by)
+        else:
+            waits.reject(self.conn, wait["run_id"], which, reason=str(body.get("reason")),
+                         by=by)

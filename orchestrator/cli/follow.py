@@ -10,6 +10,7 @@ standard library, typer, rich): tests/unit/test_run_client.py holds it to that.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -67,6 +68,12 @@ class FollowedRun(Protocol):
 
     def cancel(self, reason: str) -> Cancelled: ...
 
+    def open_waits(self) -> list[dict[str, Any]]:
+        """The run's open questions and approvals (cli/inline_answers.py asks them)."""
+        ...
+
+    def decide(self, wait: dict[str, Any], decision: str, body: dict[str, Any]) -> None: ...
+
 
 def follow(run: FollowedRun, as_json: bool, *, cancel_on_interrupt: bool) -> None:
     """Show a run's progress until it ends, then report it (exit 0 succeeded, 1 failed or
@@ -81,7 +88,8 @@ def follow(run: FollowedRun, as_json: bool, *, cancel_on_interrupt: bool) -> Non
         shown.append(end)
 
     try:
-        final = run.wait(as_json, show_end)
+        with _asking(run):
+            final = run.wait(as_json, show_end)
     except KeyboardInterrupt:
         if shown:  # ended and shown: only its files were still being waited for
             report(shown[0], as_json, shown=True)
@@ -101,6 +109,16 @@ def follow(run: FollowedRun, as_json: bool, *, cancel_on_interrupt: bool) -> Non
         follow(exc.then(), as_json, cancel_on_interrupt=cancel_on_interrupt)
         return
     report(final, as_json, shown=bool(shown))
+
+
+def _asking(run: FollowedRun) -> contextlib.AbstractContextManager[object]:
+    """A person at the terminal answers the run's questions and approvals as they come;
+    without one (stdin not a terminal) nothing is read."""
+    if not sys.stdin.isatty():
+        return contextlib.nullcontext()
+    from orchestrator.cli.inline_answers import InlineAnswers
+
+    return InlineAnswers(run)
 
 
 def cancel_interrupted(run: FollowedRun) -> Ended:

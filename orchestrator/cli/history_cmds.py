@@ -17,7 +17,7 @@ from shared.states import RunState
 
 AGE = re.compile(r"(?:\d+[smhdw])+")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-STATE_STYLE = {"succeeded": "green", "failed": "red", "cancelled": "yellow",
+STATE_STYLE = {"succeeded": "green", "failed": "red", "rejected": "red", "cancelled": "yellow",
                "running": "cyan"}
 
 

@@ -257,6 +257,13 @@ class ApiRun:
         return Cancelled(_ended(done["run"]), bool(done["ended_now"]), len(done["stopped"]))
 
 
+    def open_waits(self) -> list[dict[str, Any]]:
+        return list(self.client.call("GET", f"{self.path}/waits")["waits"])
+
+    def decide(self, wait: dict[str, Any], decision: str, body: dict[str, Any]) -> None:
+        self.client.call("POST", f"{self.path}/waits/{int(wait['id'])}/{decision}", body)
+
+
 def _ended(found: dict[str, Any]) -> Ended:
     """The server's end-of-run answer (built with orchestrator/run_report.py)."""
     return Ended(str(found["state"]), found["result"], str(found["failure"]),

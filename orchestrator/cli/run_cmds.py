@@ -63,6 +63,10 @@ def run(
 
 def try_(
     name: str,
+    request: Annotated[str | None, typer.Argument(
+        help="A request in your own words: an agent with only this skill turns it into "
+        "calls of it, asks when something is missing, and takes further requests from "
+        "stdin until it ends.", show_default=False)] = None,
     inputs: InputsOption = None,
     inputs_file: InputsFileOption = None,
     as_json: JsonOption = False,
@@ -70,10 +74,21 @@ def try_(
 ) -> None:
     """Try a skill as its folder stands, before publishing it (seed 000's test window).
 
-    The run is recorded with source test_window and lands in the skill's benchmarks.json
-    like any run; a draft of a published skill runs as edited, and the published version
-    and its production stats are left alone. Exit codes as `skillq run`."""
+    With --input: one run of it. With a REQUEST: a session with an agent that has only
+    this skill (its calls of it are the runs). Either way the runs are recorded with
+    source test_window and land in the skill's benchmarks.json like any run; a draft of
+    a published skill runs as edited, and the published version and its production
+    stats are left alone. Exit codes as `skillq run`."""
     from shared.skillfiles import RunSource
+
+    if request is not None:
+        if inputs or inputs_file or as_json:
+            raise typer.BadParameter("a REQUEST starts a session; give --input, "
+                                     "--inputs-file or --json without one")
+        from orchestrator.cli.try_session_cmd import session
+
+        session(vault(vault_opt), name, request)
+        return
 
     _run_here(name, inputs, inputs_file, vault_opt, source=RunSource.TEST_WINDOW.value,
               triggered_by="try", as_json=as_json, detach=False)

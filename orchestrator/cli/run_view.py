@@ -21,9 +21,19 @@ from orchestrator.run_json import (
 )
 from shared.db.agent_models import AgentTurn
 from shared.db.models import StepRun
+from shared.db.wait_models import Wait
 
 _STYLE = {"succeeded": "green", "failed": "red", "skipped": "yellow", "running": "cyan",
-          "pending": "dim", "retrying": "magenta", "lost": "magenta"}
+          "pending": "dim", "retrying": "magenta", "lost": "magenta", "waiting": "yellow",
+          "cancelled": "yellow", "rejected": "red", "open": "yellow", "answered": "green",
+          "approved": "green", "timed_out": "magenta"}
+
+
+def _styled(state: str) -> str:
+    style = _STYLE.get(state)
+    return f"[{style}]{escape(state)}[/]" if style else escape(state)
+
+
 
 
 OUTPUTS_CHARS = 300  # a glance at the values; --json has them whole
@@ -95,9 +105,8 @@ def turn_text(turn: AgentTurn, redactor: Redactor) -> str:
 
 def _attempt(row: StepRun, redactor: Redactor = NO_REDACTION, logs: bool = False,
              turns: list[AgentTurn] | None = None) -> str:
-    style = _STYLE.get(row.state, "")
     took = f"{row.duration_ms:.0f} ms" if row.duration_ms is not None else "-"
-    parts = [f"[{style}]{row.state}[/]", f"attempt {row.attempt}", took]
+    parts = [_styled(row.state), f"attempt {row.attempt}", took]
     if row.worker:
         parts.append(f"on {row.worker}" + (f" (daemon {row.daemon})" if row.daemon else ""))
     if row.cache_hit:
@@ -124,8 +133,7 @@ def render_tree(tree: RunTree, outputs: Mapping[str, tuple[Any, str | None]] | N
     ``logs``: each attempt's stdout and stderr tails too, and the model turns it paid for
     (``tree`` loaded with ``run_tree(turns=True, responses=logs)``)."""
     run = tree.run
-    style = _STYLE.get(run.state, "")
-    head = f"[bold]{run.skill}[/] v{run.version} · [{style}]{run.state}[/] · {run.id}"
+    head = f"[bold]{run.skill}[/] v{run.version} · {_styled(run.state)} · {run.id}"
     if run.error:
         head += f"\n[red]{escape(redactor.text(run.error) or '')}[/]"
     shown = (outputs or {}).get(run.id)
@@ -152,6 +160,8 @@ def render_tree(tree: RunTree, outputs: Mapping[str, tuple[Any, str | None]] | N
                 child = tree.children.get(row.id)
                 if child is not None:
                     leaf.add(render_tree(child, outputs, redactor, logs))
+            for wait in tree.waits_of(step_id, index):
+                node.add(wait_text(wait, redactor))
     return root
 
 
@@ -167,3 +177,28 @@ def _transcript(leaf: Tree, row: StepRun, turns: list[AgentTurn], redactor: Reda
     for turn in turns:
         if turn.attempt == row.attempt:
             leaf.add(turn_text(turn, redactor))
+
+
+def wait_text(wait: Wait, redactor: Redactor = NO_REDACTION) -> str:
+    """A question or approval of a step: what it asks, and how it was decided (or who
+    can decide it, while it is open)."""
+    what = f"{wait.kind} #{wait.id}"
+    text = f"[bold]{what}[/] {_styled(wait.state)} · {escape(redactor.text(wait.prompt) or '')}"
+    if wait.choices:
+        text += " [dim](" + escape(" | ".join(f"{i}. {c}" for i, c in
+                                              enumerate(wait.choices, 1))) + ")[/]"
+    for name, value in (wait.shown or {}).items():
+        text += f"\n  [dim]{escape(name)}:[/] {escape(_cut(json.dumps(value), ARGS_CHARS))}"
+    if wait.state == "open":
+        how = f"skillq answer {wait.run_id} TEXT" if wait.kind == "question" else \
+            f"skillq approve {wait.run_id} / skillq reject {wait.run_id} --reason TEXT"
+        due = f", until {wait.deadline_at:%Y-%m-%d %H:%M:%S}" if wait.deadline_at else ""
+        return text + f"\n  [dim]waiting since {wait.created_at:%H:%M:%S}{due}: {how}[/]"
+    said = redactor.value(wait.answer)
+    decided = f"{wait.decided_by or '?'}" + (
+        f" at {wait.decided_at:%Y-%m-%d %H:%M:%S}" if wait.decided_at else "")
+    if said not in (None, {}):
+        text += f"\n  → {escape(_cut(json.dumps(said, ensure_ascii=False), ARGS_CHARS))}"
+    if wait.reason:
+        text += f"\n  [dim]reason:[/] {escape(redactor.text(wait.reason) or '')}"
+    return text + f"\n  [dim]decided by {escape(decided)}[/]"

@@ -1,7 +1,8 @@
 """The tools an agent step offers its model: names and parameter schemas, no behaviour.
 
 Names and parameters are the seed's (``execute_skill`` from its section 2.3,
-``skill_improvement_note`` from "Skill Improvement Notes", ``skill`` from seed 004), so a
+``skill_improvement_note`` from "Skill Improvement Notes", ``ask_question`` from its
+Question-Asking Protocol, ``skill`` from seed 004), so a
 skill written for the seed's daemon reads the same here. What each tool does lives with
 the executor; this module is what the model is told.
 """
@@ -20,6 +21,7 @@ SKILL = "skill"
 EXECUTE_SKILL = "execute_skill"
 IMPROVEMENT_NOTE = "skill_improvement_note"
 BASH = "bash"
+ASK_QUESTION = "ask_question"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,19 @@ IMPROVEMENT_NOTE_TOOL = ToolSpec(
              "suggested_fix": {"type": "string", "description": "How to fix this"},
              "inputs": {"type": "object", "description": "Inputs that triggered the failure"}},
             ["skill_name", "error", "diagnosis", "suggested_fix"]))
+
+ASK_QUESTION_TOOL = ToolSpec(
+    ASK_QUESTION,
+    "Ask the user a question rather than guess (a preference, missing context, a format, "
+    "which credentials to use). The step waits for the answer, then this returns it.",
+    _schema({"question": {"type": "string", "description": "The question, on its own"},
+             "choices": {"type": "array", "items": {"type": "string"},
+                         "description": "Options to pick from, if any"},
+             "free_text": {"type": "boolean", "description": "Whether an answer outside "
+                           "the choices is taken (default: only when there are none)"},
+             "default": {"type": "string", "description": "The answer to take if nobody "
+                         "answers in time"}},
+            ["question"]))
 
 BASH_TOOL = ToolSpec(
     BASH,

@@ -2,8 +2,10 @@
 
 ``skillq-ask`` is the agent behind `skillq ask`: an instruction skill with ``catalog:
 all``, run on the `agent` queue like any agent step, so its turns, tokens and cost are
-recorded as an agent step's are. Its name is reserved: a vault skill of that name is
-reported by validation and never shadows it.
+recorded as an agent step's are. ``skillq-approval`` is what an orchestrator's approval
+step runs (workers/executors/approval.py); ``skillq-try`` is the test window's agent, an
+ask whose library is the one skill tried (orchestrator/try_session.py). Their names are
+reserved: a vault skill of that name is reported by validation and never shadows it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from shared.manifest import APPROVAL_SKILL
 from shared.skill import Skill, load_skill
 
 ASK = "skillq-ask"
-RESERVED = frozenset({ASK})
+APPROVAL = APPROVAL_SKILL  # an orchestrator's approval step (shared/manifest.py)
+TRY = "skillq-try"  # `skillq try NAME "request"`: the test window's agent
+RESERVED = frozenset({ASK, APPROVAL, TRY})
 _ROOT = Path(__file__).resolve().parent
 
 

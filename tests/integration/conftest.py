@@ -480,7 +480,7 @@ class Stack:
     def wait_run(self, run_id: str, timeout_s: float = RUN_TIMEOUT_S) -> PipelineRun:
         def finished() -> PipelineRun | None:
             run = self.run(run_id)
-            return run if run.state in ("succeeded", "failed", "cancelled") else None
+            return run if run.state in ("succeeded", "failed", "cancelled", "rejected") else None
 
         return wait_until(finished, timeout_s, f"run {run_id} to finish", every_s=0.1)
 

@@ -24,7 +24,8 @@ RunSkill = Callable[..., RunResult]
 RUN_KEYS = {"run_id", "skill", "version", "state", "inputs", "outputs", "outputs_ref",
             "error", "failed_step", "failed_item", "started_at", "finished_at",
             "duration_ms", "source", "triggered_by", "retry_of", "steps"}
-STEP_KEYS = {"step", "item", "skill", "version", "state", "attempts", "child"}
+STEP_KEYS = {"step", "item", "skill", "version", "state", "attempts", "child",
+             "waits"}
 ATTEMPT_KEYS = {"attempt", "state", "worker", "daemon", "route", "queue", "started_at",
                 "finished_at", "duration_ms", "error", "error_kind", "exit_code",
                 "cache_hit", "stdout_tail", "stderr_tail",
@@ -90,7 +91,7 @@ def test_json_is_the_whole_run_with_steps_items_and_attempts(stack: Stack,
     assert [(s["step"], s["item"], s["skill"], s["version"], s["state"]) for s in steps] == [
         ("each", 0, "fail-on", 1, "succeeded"), ("each", 1, "fail-on", 1, "skipped"),
         ("each", 2, "fail-on", 1, "succeeded"), ("summary", None, "stamp", 1, "succeeded")]
-    assert all(s["child"] is None for s in steps)
+    assert all(s["child"] is None and s["waits"] == [] for s in steps)
     attempts = [a for s in steps for a in s["attempts"]]
     assert all(set(a) == ATTEMPT_KEYS for a in attempts)
     assert all((a["tokens"], a["cost_usd"], a["turns"]) == (NO_USAGE, 0.0, [])

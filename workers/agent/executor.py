@@ -43,6 +43,7 @@ from workers.agent.calls import Calls
 from workers.agent.mcp_tools import McpToolArguments, McpUnavailable, toolsets_for
 from workers.agent.models import credentials, effective_model, use_stored_credentials
 from workers.agent.outputs import output_type, outputs_of
+from workers.agent.question_tool import Questions, QuestionUnanswered
 from workers.agent.replay import RecordedModel, Turn
 from workers.agent.resource_tool import ResourceTool
 from workers.agent.tool_args import BadArguments, ToolArguments
@@ -110,6 +111,11 @@ class AgentOutcome:
     turns_replayed: int = 0
     warnings: list[str] = field(default_factory=list)
     waiting_on: list[str] = field(default_factory=list)  # runs its execute_skill started
+    waits: list[int] = field(default_factory=list)  # its open questions (ask_question)
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.waiting_on or self.waits)
 
 
 class _Turns:
@@ -190,6 +196,7 @@ def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]
 def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skill,
                    inputs: Mapping[str, Any], catalog_skills: list[Skill],
                    timeout_s: float, calls: Calls | None = None,
+                   questions: Questions | None = None,
                    extra_tools: Sequence[Tool[None]] = (),
                    requested_model: str | None = None,
                    mcp_servers: Sequence[str] | None = None,
@@ -202,7 +209,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     ``prompt_for(tool_calls)`` replaces the step's own prompt (`skillq ask`'s);
     ``text_output`` names the output a plain-text answer is recorded as; ``on_text`` is
     given the answer's text as the model streams it; ``mcp_servers`` those whose tools it
-    gets (default: its skill's requires.mcp)."""
+    gets (default: its skill's requires.mcp); ``questions`` its ask_question tool, when
+    someone can answer."""
     attempt_id = AttemptId.parse(row_id)
     key = TurnKey(attempt_id.run_id, attempt_id.step_id, attempt_id.item)
     m = skill.manifest
@@ -237,6 +245,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         readable = {skill.name: skill, **{s.name: s for s in catalog_skills
                                           if s.name in allowed}}
         tools.append(ResourceTool(readable).tool())
+        if questions is not None:
+            tools.append(questions.tool())
         tools.extend(extra_tools)
     answer_type = str if text_output else output_type(m)
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
@@ -262,8 +272,9 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         result = _loop().run_until_complete(asyncio.wait_for(
             agent.run(prompt.user, usage_limits=limits), timeout=timeout_s))
         if isinstance(result.output, DeferredToolRequests):
-            assert calls is not None  # only execute_skill defers
-            outcome.waiting_on = list(dict.fromkeys(calls.waiting))
+            # only execute_skill and ask_question defer
+            outcome.waiting_on = list(dict.fromkeys(calls.waiting)) if calls else []
+            outcome.waits = list(dict.fromkeys(questions.waiting)) if questions else []
         else:
             outcome.ok = True
             outcome.outputs = {text_output: result.output} if text_output else \
@@ -273,6 +284,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     except McpUnavailable as exc:  # a server down may be up for the next attempt
         outcome.error, outcome.error_kind, outcome.transient = (str(exc), "mcp_unavailable",
                                                                 True)
+    except QuestionUnanswered as exc:
+        outcome.error, outcome.error_kind = str(exc), "question_unanswered"
     except StepCancelled as exc:  # its record is the cancellation's: this one is refused
         outcome.error, outcome.error_kind = str(exc), "cancelled"
     except UsageLimitExceeded as exc:

@@ -2,7 +2,8 @@
 
 The skills the step may load and execute (its sub-skills.json, or every skill with
 ``catalog: all``), less those the library has disabled in the run's vault; its
-execute_skill and skill_improvement_note tools; then the run.
+execute_skill, skill_improvement_note and (where someone can answer) ask_question
+tools; then the run.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lifecycle import waits
 from lifecycle.context import WorkerContext
 from shared.agent_prompt import tools_spec
 from shared.agent_prompt.tools_spec import allowed_skills
 from shared.attempt_id import AttemptId
-from shared.builtin import ASK
+from shared.builtin import ASK, TRY
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.library_tokens import library_states
@@ -27,6 +29,7 @@ from workers.agent.bash_tool import BashTool
 from workers.agent.calls import Calls
 from workers.agent.executor import AgentOutcome, run_agent_step
 from workers.agent.note_tool import NoteTool
+from workers.agent.question_tool import Questions
 
 BASH_TIMEOUT_S = 300.0  # one bash call: the step's own timeout still bounds them all
 
@@ -42,9 +45,16 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         source = run.source if run is not None else "production"
         pipeline = run.skill if run is not None else skill.name
         planned = _planned(run.plan if run is not None else {}, attempt_id.step_id)
+        # someone can answer: the skill says so, or a person started the run (a
+        # schedule's never waits for anyone)
+        asks = run is not None and (waits.attended(session, run) or (
+            skill.manifest.interactive and not str(run.triggered_by).startswith("schedule:")))
         states = library_states(session, run.vault if run is not None else str(vault_root))
     disabled = {name for name, state in states.items() if not state.enabled}
-    names = allowed_skills(skill, vault.skills, disabled)
+    # the test window's agent has the one skill tried, disabled or not: a person asked
+    library = _tried(vault.skills, inputs) if skill.name == TRY else vault.skills
+    names = list(library) if skill.name == TRY else \
+        allowed_skills(skill, vault.skills, disabled)
     calls = Calls(ctx.database_url, row_id, caller=skill.name, source=source, vault=vault,
                   allowed=names, workdir=workdir)
     tools = [NoteTool(ctx.database_url, row_id, pipeline=pipeline, vault=vault,
@@ -53,27 +63,35 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
                               max_output_bytes=ctx.settings.max_output_bytes,
                               sandbox=sandboxes.current(ctx.settings)).tool())
-    asked = skill.name == ASK
+    asked = skill.name in (ASK, TRY)
     stream = TextStream(ctx.database_url, run_id) if asked else None
     # `skillq ask`'s prompt names what its model may use, a skill the person invoked
     # included even when no model is offered it (disable-model-invocation)
-    usable = [s for n, s in sorted(vault.skills.items()) if n not in disabled] if asked \
-        else [vault.skills[n] for n in names]
+    usable = [s for n, s in sorted(library.items()) if n not in disabled or
+              skill.name == TRY] if asked else [vault.skills[n] for n in names]
     try:
         return run_agent_step(
             ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
             catalog_skills=usable,
             timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
             calls=calls, extra_tools=tools,
+            questions=Questions(ctx.database_url, row_id, skill.name,
+                                float(skill.manifest.question_timeout
+                                      or ctx.settings.question_timeout_s)) if asks else None,
             requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
             # the servers it was routed by: its skill's, and for an ask the invoked skills'
             mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or ()) or None,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
-                                      vault.skills, states) if asked else None,
+                                      library, states) if asked else None,
             text_output="answer" if asked else None, on_text=stream)
     finally:
         if stream is not None:
             stream.close()
+
+
+def _tried(skills: Mapping[str, Skill], inputs: Mapping[str, Any]) -> dict[str, Skill]:
+    name = str(inputs.get("skill") or "")
+    return {name: skills[name]} if name in skills else {}
 
 
 def _planned(plan: Mapping[str, Any], step_id: str) -> Mapping[str, Any]:

@@ -31,14 +31,15 @@ class AgentExecutor:
                         workdir=job.workdir, skill=skill,
                         inputs=with_defaults(skill.manifest, job.inputs), secrets=secrets,
                         worker=ctx.hostname)
-        state = StepState.WAITING if done.waiting_on else \
+        state = StepState.WAITING if done.waiting else \
             StepState.SUCCEEDED if done.ok else StepState.FAILED
         result = Result(state, outputs=done.outputs, error=done.error,
                         error_kind=done.error_kind, cost_usd=done.cost_usd,
                         tokens_in=done.tokens_in, tokens_out=done.tokens_out,
                         # what the prompt left out to fit its budgets: on record
                         stderr_tail="\n".join(f"warning: {w}" for w in done.warnings) or None,
-                        then=WaitingOn(tuple(done.waiting_on)) if done.waiting_on else None)
+                        then=WaitingOn(tuple(done.waiting_on), tuple(done.waits),
+                                       deadline=bool(done.waits)) if done.waiting else None)
         if done.transient:
             decided = policy.after(policy.Ended(policy.Cause.MODEL_UNAVAILABLE, job.attempt),
                                    datetime.now(UTC))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from shared.manifest import Manifest
 from workers.executors.agent import AgentExecutor
+from workers.executors.approval import ApprovalExecutor
 from workers.executors.base import StepExecutor
 from workers.executors.nested import NestedRunExecutor
 from workers.executors.screen import ScreenExecutor
 from workers.executors.script import ScriptExecutor
 
 EXECUTORS: tuple[StepExecutor, ...] = (
+    ApprovalExecutor(),  # before AgentExecutor: its built-in skill is instructions
     NestedRunExecutor(),
     AgentExecutor(),
     ScreenExecutor(),
