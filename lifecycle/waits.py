@@ -81,10 +81,13 @@ def top_run(session: Session, run: PipelineRun) -> PipelineRun:
     return top
 
 
-def attended(session: Session, run: PipelineRun) -> bool:
-    """Whether someone is at hand to answer for ``run``: its top run (a sub-skill's run
-    asks for the run that started it) was started by a person."""
-    return top_run(session, run).triggered_by in ATTENDED
+def may_ask(top_trigger: str | None, interactive: bool) -> bool:
+    """Whether an agent step may ask a person: someone started its top run (a
+    sub-skill's run asks for the run that started it), or its skill says
+    ``interactive: true`` and no schedule started it (a schedule's run never waits)."""
+    if top_trigger in ATTENDED:
+        return True
+    return interactive and not str(top_trigger or "").startswith("schedule:")
 
 
 def parse_pairs(wait: Wait, pairs: Sequence[str]) -> dict[str, Any]:

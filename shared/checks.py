@@ -24,7 +24,8 @@ _ENV_VAR = re.compile(r"\$(\{|[A-Za-z_])")
 _SCRIPT_SUFFIXES = {".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php",
                     ".R", ".jl", ".lua"}
 _NEEDS_RUN = {Approach.API, Approach.CODE, Approach.WEB, Approach.DOM0, Approach.CMD0}
-_AGENT_ONLY = frozenset({"catalog", "max_turns", "budget_usd", "timeout"})
+_AGENT_ONLY = frozenset({"catalog", "max_turns", "budget_usd", "timeout", "interactive",
+                         "question_timeout"})
 
 
 def check_skill(skill: Skill) -> list[Problem]:

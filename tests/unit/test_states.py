@@ -110,7 +110,7 @@ def _state_writes(tree: ast.AST) -> list[int]:
             func = node.func
             name = func.id if isinstance(func, ast.Name) else \
                 func.attr if isinstance(func, ast.Attribute) else ""
-            if name in ("PipelineRun", "StepRun", "values") and any(
+            if name in ("PipelineRun", "StepRun", "Wait", "values") and any(
                     k.arg == "state" for k in node.keywords):
                 lines.append(node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \

@@ -45,10 +45,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         source = run.source if run is not None else "production"
         pipeline = run.skill if run is not None else skill.name
         planned = _planned(run.plan if run is not None else {}, attempt_id.step_id)
-        # someone can answer: the skill says so, or a person started the run (a
-        # schedule's never waits for anyone)
-        asks = run is not None and (waits.attended(session, run) or (
-            skill.manifest.interactive and not str(run.triggered_by).startswith("schedule:")))
+        asks = run is not None and waits.may_ask(waits.top_run(session, run).triggered_by,
+                                                 skill.manifest.interactive)
         states = library_states(session, run.vault if run is not None else str(vault_root))
     disabled = {name for name, state in states.items() if not state.enabled}
     # the test window's agent has the one skill tried, disabled or not: a person asked
