@@ -92,7 +92,7 @@ def _problems(shown: AskPrompt) -> None:
 def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
     from orchestrator.ask import AnswerStream, start_ask, usage_of
     from orchestrator.cli.direct_run import DirectRun
-    from orchestrator.cli.follow import INTERRUPTED, cancel_interrupted
+    from orchestrator.cli.follow import INTERRUPTED, asking, cancel_interrupted
     from orchestrator.cli.run_cmds import announce
     from orchestrator.connect import connect
     from orchestrator.launch import wait_run
@@ -116,7 +116,8 @@ def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
     stream.follow(asked.run_id)
     followed = DirectRun(conn, asked.run_id)
     try:
-        final = followed.ended(wait_run(conn, asked.run_id))
+        with asking(followed):  # its questions, put to the person at this terminal
+            final = followed.ended(wait_run(conn, asked.run_id))
     except KeyboardInterrupt:
         stream.finish(None)
         final = cancel_interrupted(followed)

@@ -88,7 +88,7 @@ def follow(run: FollowedRun, as_json: bool, *, cancel_on_interrupt: bool) -> Non
         shown.append(end)
 
     try:
-        with _asking(run):
+        with asking(run):
             final = run.wait(as_json, show_end)
     except KeyboardInterrupt:
         if shown:  # ended and shown: only its files were still being waited for
@@ -111,7 +111,7 @@ def follow(run: FollowedRun, as_json: bool, *, cancel_on_interrupt: bool) -> Non
     report(final, as_json, shown=bool(shown))
 
 
-def _asking(run: FollowedRun) -> contextlib.AbstractContextManager[object]:
+def asking(run: FollowedRun) -> contextlib.AbstractContextManager[object]:
     """A person at the terminal answers the run's questions and approvals as they come;
     without one (stdin not a terminal) nothing is read."""
     if not sys.stdin.isatty():
