@@ -1,6 +1,6 @@
-"""A wait for a person outlives its workers and its database: a question and an approval
-left open while every worker is killed (SIGKILL) and PostgreSQL is restarted, then
-answered, with nothing lost. Meanwhile the concurrency-1 agent worker runs other agent
+"""A wait for a person outlives its workers and its servers: a question and an approval
+left open while every worker and Redis are killed (SIGKILL) and PostgreSQL is restarted,
+then answered, with nothing lost. Meanwhile the concurrency-1 agent worker runs other agent
 steps: a step waiting for a person holds no worker slot.
 
 The stack is this module's own (its PostgreSQL is stopped), as in test_outages.py.
@@ -9,12 +9,16 @@ The stack is this module's own (its PostgreSQL is stopped), as in test_outages.p
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from conftest import (
     STANDARD_WORKERS,
     VAULTS,
@@ -26,7 +30,8 @@ from conftest import (
 from support.fake_llm import FakeLLM
 from test_outages import start_postgres, stop_postgres
 
-from orchestrator.embedded import stop_embedded
+from orchestrator.embedded import embedded_status, stop_embedded
+from orchestrator.processes import pid_alive
 
 pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
@@ -51,7 +56,22 @@ def own_stack(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterato
 def start_workers(stack: Stack, llm: FakeLLM) -> None:
     for spec in STANDARD_WORKERS:
         stack.start_worker(spec, dict(llm.env()) if spec.name == AGENT_WORKER else None)
+    # this process's pooled broker connections went with a killed Redis: a ping on one
+    # fails once, and the pool replaces it
+    for _ in range(5):
+        try:
+            stack.wait_ready([s.name for s in STANDARD_WORKERS])
+            return
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.5)
     stack.wait_ready([s.name for s in STANDARD_WORKERS])
+
+
+def kill_redis(home: Path) -> None:
+    pids = [s.pid for s in embedded_status(home) if s.name == "redis" and s.running]
+    assert pids and pids[0], f"no embedded Redis runs under {home}"
+    os.kill(pids[0], signal.SIGKILL)
+    wait_until(lambda: not pid_alive(pids[0]), 30, "Redis to die")
 
 
 def inbox(stack: Stack, cwd: Path) -> list[dict[str, Any]]:
@@ -92,11 +112,13 @@ def test_a_wait_outlives_killed_workers_and_a_database_restart(
     assert meanwhile.returncode == 0, meanwhile.stderr
     assert json.loads(meanwhile.stdout)["outputs"] == {"line": "ran meanwhile"}
 
-    # Every worker killed, PostgreSQL restarted (connections cut), workers started again.
+    # Every worker killed, Redis killed and PostgreSQL stopped (connections cut), the
+    # servers started again on their ports and data, then the workers.
     for worker in list(stack.workers.values()):
         worker.kill9()
+    kill_redis(stack.home)
     stop_postgres(stack.home)
-    start_postgres(stack)
+    start_postgres(stack)  # resolves the endpoints: every embedded server that is down
     start_workers(stack, llm)
 
     waiting = inbox(stack, tmp_path)
