@@ -93,7 +93,6 @@ def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
     from orchestrator.ask import AnswerStream, start_ask, usage_of
     from orchestrator.cli.direct_run import DirectRun
     from orchestrator.cli.follow import INTERRUPTED, asking, cancel_interrupted
-    from orchestrator.cli.run_cmds import announce
     from orchestrator.connect import connect
     from orchestrator.launch import wait_run
     from shared.errors import PipelineFailed
@@ -112,7 +111,7 @@ def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
         raise
     for line in asked.resolution.problems():
         common.err.print(f"note: {line}", markup=False)
-    announce(asked.run_id)
+    common.announce(asked.run_id)
     stream.follow(asked.run_id)
     followed = DirectRun(conn, asked.run_id)
     try:

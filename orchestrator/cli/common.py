@@ -52,3 +52,8 @@ def vault(option: Path | None) -> Vault:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def announce(run_id: str) -> None:
+    """The run id, on stderr whatever else is asked for: stdout stays the result's."""
+    __getattr__("err").print(f"run {run_id}", markup=False)

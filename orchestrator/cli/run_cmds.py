@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli import common
-from orchestrator.cli.common import VaultOption, vault
+from orchestrator.cli.common import VaultOption, announce, vault
 from orchestrator.cli.follow import follow
 from shared.worker_pools import WorkerPool
 
@@ -121,11 +121,6 @@ def _run_here(name: str, inputs: list[str] | None, inputs_file: Path | None,
         common.out.print(run_id, markup=False)
         return
     follow(DirectRun(conn, run_id), as_json, cancel_on_interrupt=True)
-
-
-def announce(run_id: str) -> None:
-    """The run id, on stderr whatever else is asked for: stdout stays the result's."""
-    common.err.print(f"run {run_id}", markup=False)
 
 
 def worker(

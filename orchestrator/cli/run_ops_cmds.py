@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import err, out
+from orchestrator.cli.common import announce, err, out
 from orchestrator.cli.follow import follow
-from orchestrator.cli.run_cmds import JsonOption, announce
+from orchestrator.cli.run_cmds import JsonOption
 from shared.errors import RunRefused
 
 RunIdArg = Annotated[str, typer.Argument(help="The run id (`skillq runs` lists them).")]

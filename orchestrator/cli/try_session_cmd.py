@@ -57,7 +57,6 @@ def _one_request(conn: Connection, loaded: Vault, name: str, request: str,
     from orchestrator.ask import AnswerStream, usage_of
     from orchestrator.cli.direct_run import DirectRun
     from orchestrator.cli.follow import INTERRUPTED, cancel_interrupted
-    from orchestrator.cli.run_cmds import announce
     from orchestrator.launch import wait_run
     from orchestrator.try_session import Exchange, start_try
 
@@ -71,7 +70,7 @@ def _one_request(conn: Connection, loaded: Vault, name: str, request: str,
     except BaseException:
         stream.finish(None)
         raise
-    announce(run_id)
+    common.announce(run_id)
     stream.follow(run_id)
     watch = _Watch(conn, run_id)
     watch.start()

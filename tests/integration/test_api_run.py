@@ -252,3 +252,54 @@ def test_a_dead_api_port_falls_back_to_the_direct_path(
     assert "sqlalchemy" in imported(ok.stderr)  # submitted from the CLI itself
     assert json.loads(ok.stdout) == {"run_id": ok.run_id, "state": "succeeded",
                                      "outputs": {"text": "anyway"}}
+
+
+def test_an_attended_run_through_the_api_asks_for_its_approval_in_the_terminal(
+        thin: Stack, tmp_path: Path) -> None:
+    """The approval step of a run followed through the API is put to the person at the
+    terminal (stdin a terminal), and decided through the API: the thin path still
+    imports nothing heavy."""
+    import pty
+    import select
+    import time
+
+    from conftest import VAULTS, copy_vault, skillq_argv
+
+    waits_vault = copy_vault(VAULTS / "waits", tmp_path / "waits")
+    main, side = pty.openpty()
+    proc = subprocess.Popen(
+        skillq_argv("run", "review-post", "--vault", str(waits_vault), "--input",
+                    "topic=bees", "--json"),
+        stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**thin.cli_env, **PROFILE}, cwd=tmp_path)
+    os.close(side)
+    seen = b""
+
+    def until(wanted: bytes, timeout_s: float = 90) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout_s
+        assert proc.stderr is not None
+        while wanted not in seen:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")
+            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+            if ready:
+                seen += os.read(proc.stderr.fileno(), 4096)
+
+    try:
+        until(b"approve? [y = yes")
+        assert b"draft: Draft about bees" in seen
+        os.write(main, b"y\n")
+        until(b"final_text (string) [Draft about bees] > ")
+        os.write(main, b"\n")  # the default stands
+        until(b"channel (string) [blog] > ")
+        os.write(main, b"newsletter\n")
+        out, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+    stderr = (seen + rest).decode(errors="replace")
+    assert proc.returncode == 0, stderr
+    assert not imported(stderr), f"the thin path imported {imported(stderr)}"
+    assert json.loads(out)["outputs"] == {"posted": "Draft about bees",
+                                          "channel": "newsletter"}

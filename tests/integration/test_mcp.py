@@ -66,7 +66,8 @@ def test_a_client_lists_loads_and_runs_skills_and_files_a_note(
         return seen
 
     seen = anyio.run(session)
-    assert seen["tools"] == {"list_skills", "load_skill", "run_skill", "improvement_note"}
+    assert seen["tools"] == {"list_skills", "load_skill", "run_skill", "improvement_note",
+                             "inbox", "answer", "approve", "reject"}
     listed = json.loads(text_of(seen["listed"]))["skills"]
     assert seen["listed"].structured_content == {"skills": listed}
     assert [s["name"] for s in listed] == ["echo"], listed  # stamp is disabled

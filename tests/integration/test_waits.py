@@ -31,12 +31,14 @@ pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
 USAGE = {"input": 100, "output": 20}
 RunSkill = Callable[..., RunResult]
+TOKEN = "tok-s3cr3t-5ca1ab1e"  # ask-secret's declared secret, on the agent worker
 
 
 @pytest.fixture
 def worker_env(llm: FakeLLM) -> dict[str, dict[str, str | None]]:
     # the test window's agent (skillq-try) runs on the daemon's default model
-    return {AGENT_WORKER: {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5"}}
+    return {AGENT_WORKER: {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5",
+                           "SKILLQ_SECRET_TONE_TOKEN": TOKEN}}
 
 
 @pytest.fixture
@@ -202,6 +204,25 @@ def test_a_question_answered_from_the_cli(healthy: Stack, waits_vault: Path, llm
     assert any('"warm"' in r for r in results), results
     wait = the_wait(healthy, asked["id"])
     assert (wait.state, wait.answer) == ("answered", "warm")
+
+
+def test_no_secret_reaches_a_questions_record(healthy: Stack, waits_vault: Path,
+                                              llm: FakeLLM, tmp_path: Path) -> None:
+    k = key()
+    llm.script(k, call("ask_question", {"question": f"Post with key {TOKEN}?",
+                                        "choices": [f"yes, {TOKEN}", "no"],
+                                        "default": TOKEN}),
+               answer(line="done"))
+    proc, run_id = started(healthy, "ask-secret", waits_vault, tmp_path,
+                           f"topic={llm.marker(k)} tea")
+    asked = waiting_in(healthy, tmp_path, run_id)
+    assert TOKEN not in json.dumps(asked)
+    assert asked["asks"] == "Post with key ***?" and asked["choices"] == ["yes, ***", "no"]
+    assert healthy.cli("answer", run_id, "--choice", "2", cwd=tmp_path).returncode == 0
+    code, _, err = ended(proc)
+    assert code == 0, err
+    shown = healthy.cli("run-show", run_id, "--json", cwd=tmp_path)
+    assert TOKEN not in shown.stdout and "Post with key ***?" in shown.stdout
 
 
 def test_a_question_past_its_timeout_takes_its_default(healthy: Stack, waits_vault: Path,

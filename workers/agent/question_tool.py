@@ -10,6 +10,7 @@ question. Offered only where someone can answer (workers/agent/step.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from shared.agent_prompt import tools_spec
 from shared.attempt_id import AttemptId
 from shared.db.session import transaction
 from shared.db.wait_models import QUESTION
+from shared.secrets import redact
 from shared.states import WaitState
 
 
@@ -34,15 +36,19 @@ class Questions:
     row_id: str
     skill: str
     timeout_s: float
+    secrets: Mapping[str, str] = field(default_factory=dict)  # the step's: never stored
     waiting: list[int] = field(default_factory=list)  # the open waits this attempt left
 
     def ask_question(self, rc: RunContext[None], question: str,
                      choices: list[str] | None = None, free_text: bool | None = None,
                      default: str | None = None) -> dict[str, Any]:
         attempt = AttemptId.parse(self.row_id)
-        asked = waits.Asked(kind=QUESTION, prompt=question, choices=tuple(choices or ()),
+        # what the model may have read of a secret stays out of the record and the inbox
+        asked = waits.Asked(kind=QUESTION, prompt=redact(question, self.secrets),
+                            choices=tuple(redact(c, self.secrets) for c in choices or ()),
                             free_text=not choices if free_text is None else free_text,
-                            default=default, timeout_s=self.timeout_s)
+                            default=None if default is None else redact(default, self.secrets),
+                            timeout_s=self.timeout_s)
         with transaction(self.database_url) as session:
             wait = waits.ask(session, f"{attempt.calls_prefix}{rc.tool_call_id}", attempt,
                              self.skill, asked)

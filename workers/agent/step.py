@@ -75,7 +75,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
             calls=calls, extra_tools=tools,
             questions=Questions(ctx.database_url, row_id, skill.name,
                                 float(skill.manifest.question_timeout
-                                      or ctx.settings.question_timeout_s)) if asks else None,
+                                      or ctx.settings.question_timeout_s),
+                                secrets=secrets) if asks else None,
             requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
             # the servers it was routed by: its skill's, and for an ask the invoked skills'
             mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or ()) or None,
