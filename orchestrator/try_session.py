@@ -24,6 +24,7 @@ from shared.errors import InputError, NoWorker
 from shared.plan import build_plan
 from shared.problems import Problem
 from shared.skillfiles import RunSource
+from shared.store import unpack
 from shared.vault import Vault
 
 TRIGGER = "try"
@@ -80,4 +81,6 @@ def calls_of(conn: Connection, run_id: str) -> list[Call]:
         rows = session.scalars(select(PipelineRun).where(
             PipelineRun.agent_call.startswith(prefix, autoescape=True))
             .order_by(PipelineRun.created_at)).all()
-        return [Call(r.id, r.skill, r.state, dict(r.inputs or {}), r.error) for r in rows]
+        # inputs past the inline limit are stored by reference: shown as given
+        return [Call(r.id, r.skill, r.state, dict(unpack(session, r.inputs) or {}), r.error)
+                for r in rows]

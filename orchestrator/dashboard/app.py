@@ -10,13 +10,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from orchestrator.connect import Connection
-from orchestrator.dashboard import pages_actions, pages_ask, pages_ops, pages_runs, pages_skills
+from orchestrator.dashboard import (
+    pages_actions,
+    pages_ask,
+    pages_ops,
+    pages_runs,
+    pages_skills,
+    pages_try,
+    pages_waits,
+)
 from orchestrator.dashboard.ask_events import PendingStreams
 from orchestrator.dashboard.config import DashboardConfig
 from orchestrator.dashboard.context import Dashboard, dashboard, make_templates
 from orchestrator.dashboard.csrf import FormTokens, cookie_name
 from orchestrator.dashboard.guard import DashboardGuard
 from orchestrator.dashboard.hosts import host_policy
+from orchestrator.dashboard.wait_views import nav_count
 from shared.errors import SkillNotFound, SkillqError
 
 
@@ -38,13 +47,15 @@ async def _skillq_error(request: Request, exc: Exception) -> Response:
 def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
     app = Starlette(
         routes=[*pages_skills.routes, *pages_actions.routes, *pages_runs.routes,
-                *pages_ops.routes, *pages_ask.routes],
+                *pages_ops.routes, *pages_ask.routes, *pages_waits.routes, *pages_try.routes],
         middleware=[Middleware(
             DashboardGuard, credentials=config.credentials,
             hosts=host_policy(config.host, config.port, config.hosts),
             tokens=FormTokens(),  # a secret of this process: forms do not outlive it
             cookie=cookie_name(config.port), max_body_bytes=config.max_body_bytes)],
         exception_handlers={HTTPException: _http_error, SkillqError: _skillq_error})
-    app.state.dashboard = Dashboard(config, conn, make_templates())
+    templates = make_templates()
+    templates.env.globals["open_waits"] = nav_count  # the nav's Inbox badge
+    app.state.dashboard = Dashboard(config, conn, templates)
     app.state.ask_streams = PendingStreams()  # the Ask page's answers, started not yet read
     return app

@@ -186,3 +186,27 @@ def test_flower_lists_workers_and_readable_tasks_behind_auth(
     seen += [api.get(f"/api/task/info/{tid}")[1] for tid in tasks]
     assert all(seen) and not [text for text in seen if token in text]
     assert token not in log.read_text(errors="replace")
+
+
+def test_a_step_waiting_for_a_person_shows_as_a_task_that_ended_waiting(
+        healthy: Stack, events_on: str, flower: tuple[Api, Path], tmp_path: Path) -> None:
+    """An approval step's task ends SUCCESS with the result 'waiting' (its slot is free);
+    the decision sends the same attempt again, and it ends 'succeeded'."""
+    api, _ = flower
+    vault = copy_vault(VAULTS / "waits", tmp_path / "waits")
+    started = healthy.cli("run", "review-post", "--vault", str(vault), "--detach",
+                          "--input", "topic=flowers", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip().splitlines()[-1]
+    attempt = f"{run_id}/review/-1/1"
+
+    def task(result: str) -> dict[str, Any] | None:
+        found = api.json("/api/tasks").get(attempt)
+        return found if found and found.get("state") == "SUCCESS" and \
+            found.get("result") == result else None
+
+    waiting = wait_until(lambda: task("'waiting'"), 60, "Flower to show the step waiting",
+                         every_s=0.3)
+    assert waiting["args"] == f"skillq-approval: {attempt}"
+    assert healthy.cli("approve", run_id, cwd=tmp_path).returncode == 0
+    wait_until(lambda: task("'succeeded'"), 60, "Flower to show the step done", every_s=0.3)

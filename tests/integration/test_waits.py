@@ -177,6 +177,17 @@ def test_an_approval_past_its_timeout_rejects(healthy: Stack, waits_vault: Path,
         assert (wait.state, wait.decided_by) == ("timed_out", "timeout")
 
 
+def test_an_approval_past_its_timeout_may_approve(healthy: Stack, waits_vault: Path,
+                                                 tmp_path: Path) -> None:
+    proc, run_id = started(healthy, "review-auto", waits_vault, tmp_path)
+    code, printed, err = ended(proc)
+    assert code == 0, err
+    assert printed["outputs"] == {"text": "approved by silence"}
+    with healthy.db() as session:
+        wait = session.scalars(select(Wait).where(Wait.run_id == run_id)).one()
+        assert (wait.state, wait.decided_by) == ("approved", "timeout")
+
+
 # -- questions -------------------------------------------------------------------------
 
 def test_a_question_answered_from_the_cli(healthy: Stack, waits_vault: Path, llm: FakeLLM,

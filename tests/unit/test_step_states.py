@@ -63,3 +63,26 @@ def test_skipped_and_continued_items_are_named() -> None:
         "state-succeeded", "succeeded · 1/3 skipped, 1/3 failed")
     assert view(run("succeeded"), "s", [attempt("s", 0, 1, "skipped")]) == (
         "state-skipped", "skipped")
+
+
+def test_a_waiting_item_says_what_it_waits_for() -> None:
+    waiting = [attempt("s", -1, 1, "waiting")]
+    assert view(run("running"), "s", waiting) == ("state-waiting", "waiting for its runs")
+    found = step_view(run("running"), "s", waiting, None, {"approval"})
+    assert (found.css, found.detail) == ("state-waiting asking", "waiting for approval")
+    fan = [attempt("s", 0, 1, "succeeded"), attempt("s", 1, 1, "waiting")]
+    found = step_view(run("running"), "s", newest_attempts(fan)["s"], None, {"question"})
+    assert (found.css, found.detail) == ("state-waiting asking",
+                                         "waiting for an answer · 1/2 done")
+    assert view(run("cancelled"), "s", waiting) == ("state-cancelled", "cancelled")
+
+
+def test_a_turned_down_approval_is_rejected() -> None:
+    turned_down = attempt("review", -1, 1, "failed")
+    turned_down.error_kind = "rejected"
+    assert view(run("rejected", "review"), "review", [turned_down]) == (
+        "state-rejected", "rejected")
+    # on_failure continue: the run went on past it
+    assert view(run("succeeded"), "review", [turned_down]) == ("state-rejected", "rejected")
+    broken = attempt("s", -1, 1, "failed")
+    assert view(run("succeeded"), "s", [broken]) == ("state-failed", "failed")
