@@ -26,27 +26,24 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.models import infer_model
 from pydantic_ai.usage import UsageLimits
-from sqlalchemy import select, text
 
 from lifecycle.context import WorkerContext
 from shared.agent_prompt import tools_spec
 from shared.agent_prompt.prompt import StepPrompt, build_prompt, skill_content
 from shared.attempt_id import AttemptId
-from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
-from shared.db.models import StepRun
-from shared.db.session import transaction
+from shared.db.agent_turns import TurnKey
 from shared.errors import AgentError
 from shared.skill import Skill
-from shared.states import StepState
 from shared.vault import open_skill
 from workers.agent.calls import Calls
 from workers.agent.mcp_tools import McpToolArguments, McpUnavailable, toolsets_for
 from workers.agent.models import credentials, effective_model, use_stored_credentials
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.question_tool import Questions, QuestionUnanswered
-from workers.agent.replay import RecordedModel, Turn
+from workers.agent.replay import RecordedModel
 from workers.agent.resource_tool import ResourceTool
 from workers.agent.tool_args import BadArguments, ToolArguments
+from workers.agent.turns import BudgetSpent, StepCancelled, Turns
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +53,6 @@ OUTPUT_RETRIES = 1  # an invalid structured answer is asked for once more, then 
 # count again; one more misfit than this without one fails the step.
 TOOL_RETRIES = 3
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-
-
-# The step costs of every run an agent step item started with execute_skill, and of the
-# runs those started, to any depth.
-_TREE_COST = (
-    "WITH RECURSIVE tree(id) AS ("
-    " SELECT id FROM pipeline_runs WHERE starts_with(agent_call, :prefix)"
-    " UNION SELECT p.id FROM pipeline_runs p JOIN step_runs s ON p.parent_step_run_id = s.id"
-    " JOIN tree t ON s.run_id = t.id) "
-    "SELECT coalesce(sum(cost_usd), 0) FROM step_runs WHERE run_id IN (SELECT id FROM tree)")
 
 
 # One event loop and one client per model in each process, kept between steps: a new
@@ -89,14 +76,6 @@ def _model(name: str) -> Any:
     return _models[key]
 
 
-class BudgetSpent(Exception):
-    """The step item's turns have cost its ``budget_usd``: no request is paid for."""
-
-
-class StepCancelled(Exception):  # a signal: its run was cancelled, nothing more is paid for
-    pass
-
-
 @dataclass
 class AgentOutcome:
     ok: bool
@@ -116,65 +95,6 @@ class AgentOutcome:
     @property
     def waiting(self) -> bool:
         return bool(self.waiting_on or self.waits)
-
-
-class _Turns:
-    """The step item's recorded turns, read once, written as each is paid for (its own
-    transaction: a turn paid for is on record even if the worker dies a moment later)."""
-
-    def __init__(self, database_url: str, key: TurnKey, attempt: int,
-                 budget_usd: float | None, row_id: str) -> None:
-        self.database_url, self.key, self.attempt = database_url, key, attempt
-        self.budget_usd, self.row_id = budget_usd, row_id
-        with transaction(database_url) as session:
-            self.rows = {t.turn: _turn_of(t) for t in recorded_turns(session, key)}
-            # what its execute_skill runs cost, however deep: read when it (re)starts,
-            # which is after every run it waited for has ended
-            self.sub_skills_usd = float(session.scalar(text(_TREE_COST), {
-                "prefix": AttemptId.parse(row_id).calls_prefix}) or 0.0)
-
-    def recorded(self, index: int) -> Turn | None:
-        return self.rows.get(index)
-
-    def before_request(self, index: int) -> None:
-        # An agent step has no process for `skillq cancel` to end: it stops here, before
-        # the next request is paid for (one indexed read a model turn).
-        with transaction(self.database_url) as session:
-            state = session.scalar(select(StepRun.state).where(StepRun.id == self.row_id))
-        if state == StepState.CANCELLED:
-            raise StepCancelled(f"cancelled: its run was cancelled before model request "
-                                f"{index + 1}")
-        spent = self.cost_usd + self.sub_skills_usd
-        if self.budget_usd is not None and spent >= self.budget_usd:
-            raise BudgetSpent(f"budget of ${self.budget_usd:g} reached (spent "
-                              f"${spent:.4f}: {len(self.rows)} model request(s) of its own, "
-                              f"${self.sub_skills_usd:.4f} in the skills it executed)")
-
-    def record(self, turn: Turn) -> None:
-        record = TurnRecord(
-            turn=turn.index, attempt=self.attempt, model_requested=turn.model_requested,
-            model_served=turn.model_served, request_digest=turn.digest,
-            response=turn.response, tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
-            cache_read=turn.cache_read, cache_write=turn.cache_write,
-            cost_usd=turn.cost_usd, duration_ms=turn.duration_ms,
-            stop_reason=turn.stop_reason)
-        with transaction(self.database_url) as session:
-            record_turn(session, self.key, record)
-        # a new answer for an earlier turn replaces it and drops the turns after it
-        self.rows = {i: t for i, t in self.rows.items() if i < turn.index}
-        self.rows[turn.index] = turn
-
-    @property
-    def cost_usd(self) -> float:
-        return sum(t.cost_usd for t in self.rows.values())
-
-
-def _turn_of(row: Any) -> Turn:
-    return Turn(index=row.turn, digest=row.request_digest, response=row.response,
-                model_requested=row.model_requested, model_served=row.model_served,
-                tokens_in=row.tokens_in, tokens_out=row.tokens_out, cache_read=row.cache_read,
-                cache_write=row.cache_write, cost_usd=row.cost_usd,
-                duration_ms=row.duration_ms, stop_reason=row.stop_reason)
 
 
 def _skill_tool(skill: Skill, vault_root: Any, allowed: list[str]) -> Tool[None]:
@@ -232,7 +152,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         skill, inputs, catalog_skills,
         prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
         catalog_budget_chars=ctx.settings.agent_catalog_budget_chars, tool_calls=tool_calls)
-    turns = _Turns(ctx.database_url, key, attempt, m.budget_usd, row_id)
+    turns = Turns(ctx.database_url, key, attempt, m.budget_usd, row_id)
     model = RecordedModel(wrapped, turns, str(ref), on_text=on_text)
     allowed = list(prompt.catalog) if tool_calls else []
     # the vault's folder: a built-in skill's own folder (shared/builtin/) holds no others
