@@ -216,7 +216,8 @@ def _resume_step(session: Session, wait: Wait) -> str | None:
 def expire(session: Session, run_id: str, now: datetime) -> tuple[bool, datetime | None]:
     """The run's open waits past their deadline closed as their timeout says (a
     question: timed out, its default to hold if it has one; an approval: rejected,
-    or approved where it says so); whether a step was resumed, and the next deadline."""
+    or approved where it says so), and a waiting step with nothing left to wait for
+    resumed; whether a step was resumed, and the next deadline."""
     resumed, next_due = False, None
     for wait in open_waits(session, [run_id]):
         if wait.deadline_at is None:
@@ -231,4 +232,9 @@ def expire(session: Session, run_id: str, now: datetime) -> tuple[bool, datetime
                                      reason="no decision by its deadline", now=now)
         if decided is not None and _resume_step(session, decided) is not None:
             resumed = True
+    # A decision that came while its step was still being recorded waiting found it
+    # running, and the record found the wait still open: nobody woke it. Caught here.
+    for row_id in session.scalars(select(StepRun.id).where(
+            StepRun.run_id == run_id, StepRun.state == StepState.WAITING.value)):
+        resumed |= transitions.resume_if_done(session, row_id, now=now)
     return resumed, next_due

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lifecycle import waits
@@ -142,6 +143,10 @@ def _decide(conn: Connection, run_id: str, kind: str, which: str | None,
             if session.get(PipelineRun, run_id) is None:
                 raise RunNotFound(run_id)
             wait = waits.find_open(session, run_id, kind, which)
+            # the run's row first, as the planner and a cancel take it before its
+            # attempts' rows: this never waits for a row a cancel holds, nor it for ours
+            session.execute(select(PipelineRun.id).where(PipelineRun.id == wait.run_id)
+                            .with_for_update())
             moved, value = decide(session, wait)
             out = advance_in(session, ctx, moved) if moved is not None else None
             return Decided(wait.id, kind, wait.run_id, wait.step_id, state, value), moved, out

@@ -25,7 +25,9 @@ from conftest import VAULTS, RunResult, Stack, copy_vault, skillq_argv, wait_unt
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 
+from lifecycle import transitions
 from shared.db.wait_models import Wait
+from shared.states import WaitState
 
 pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
@@ -89,7 +91,12 @@ def started(stack: Stack, name: str, vault: Path, cwd: Path, *inputs: str
 
 
 def ended(proc: subprocess.Popen[str], timeout_s: float = 120.0) -> tuple[int, Any, str]:
-    out, err = proc.communicate(timeout=timeout_s)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # the run goes on; the command following it does not outlive the test
+        proc.communicate()
+        raise
     assert "Traceback" not in err, err
     return proc.returncode, json.loads(out) if out.strip() else None, err
 
@@ -234,6 +241,25 @@ def test_no_secret_reaches_a_questions_record(healthy: Stack, waits_vault: Path,
     assert code == 0, err
     shown = healthy.cli("run-show", run_id, "--json", cwd=tmp_path)
     assert TOKEN not in shown.stdout and "Post with key ***?" in shown.stdout
+
+
+def test_an_answer_that_woke_nobody_is_caught_by_the_watchdog(
+        healthy: Stack, waits_vault: Path, llm: FakeLLM, tmp_path: Path) -> None:
+    """An answer decided while its step was still being recorded waiting finds the step
+    running, and the record finds the wait open: nobody wakes the step. Made here by
+    deciding the wait without waking it; the run's watchdog resumes the step."""
+    k = key()
+    llm.script(k, call("ask_question", {"question": "Which tone?"}), answer(line="calm"))
+    proc, run_id = started(healthy, "ask-tone", waits_vault, tmp_path,
+                           f"topic={llm.marker(k)} tea")
+    asked = waiting_in(healthy, tmp_path, run_id)
+    wait_until(lambda: healthy.steps(run_id)[0].state == "waiting", 30, "the step waiting")
+    with healthy.db() as session:  # the decision alone, as the race leaves it
+        assert transitions.decide(session, asked["id"], WaitState.ANSWERED, answer="calm",
+                                  by="test") is not None
+    code, printed, err = ended(proc)
+    assert code == 0, err
+    assert printed["outputs"] == {"line": "calm"}
 
 
 def test_a_question_past_its_timeout_takes_its_default(healthy: Stack, waits_vault: Path,
