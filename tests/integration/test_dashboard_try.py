@@ -10,15 +10,9 @@ out, as test_dashboard_waits.py's do.
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
-import re
 import threading
-import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +21,7 @@ import test_waits
 from conftest import VAULTS, Stack, copy_vault, wait_until
 from playwright.sync_api import Browser, expect
 from sqlalchemy import select
+from support.dashboard_http import Client
 from support.fake_llm import FakeLLM
 from test_dashboard import Served, serve, shot
 from test_waits import AGENT_WORKER, USAGE, call, key
@@ -41,83 +36,8 @@ pytestmark = pytest.mark.integration
 worker_env = test_waits.worker_env
 
 USER, PASSWORD = "ada", "try-it-pass"
-BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-TOKEN = re.compile(r'name="skillq-csrf" value="([0-9a-f]+)"')
 RUN_TIMEOUT_S = 120.0
 FIRST_ANSWER = "echo said one, then two"
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: Message
-    text: str
-
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-
-class Client:
-    """What the panel's script does: plain HTTP with basic auth, the cookie the dashboard
-    sets and the form token its pages carry (sent in the x-skillq-csrf header)."""
-
-    def __init__(self, served: Served) -> None:
-        self.port = urllib.parse.urlsplit(served.url).port
-        self.cookie = ""
-        self.token = ""
-
-    def _open(self, method: str, path: str, body: bytes | None,
-              headers: dict[str, str] | None) -> tuple[http.client.HTTPConnection,
-                                                       http.client.HTTPResponse]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=RUN_TIMEOUT_S)
-        sent = {"Authorization": "Basic " + BASIC, **(headers or {})}
-        if self.cookie:
-            sent["Cookie"] = self.cookie
-        conn.request(method, path, body=body, headers=sent)
-        return conn, conn.getresponse()
-
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> Reply:
-        conn, response = self._open(method, path, body, headers)
-        try:
-            reply = Reply(response.status, response.headers,
-                          response.read().decode(errors="replace"))
-        finally:
-            conn.close()
-        cookie = reply.headers.get("set-cookie")
-        if cookie:
-            self.cookie = cookie.split(";")[0]
-        found = TOKEN.search(reply.text)
-        if found:
-            self.token = found[1]
-        return reply
-
-    def get(self, path: str) -> Reply:
-        return self.request("GET", path)
-
-    def post(self, path: str, fields: dict[str, str], *, token: bool = True) -> Reply:
-        assert self.token, "get a page with a form first: it carries the token"
-        return self.request("POST", path, urllib.parse.urlencode(fields).encode(), {
-            "Content-Type": "application/x-www-form-urlencoded",
-            **({"x-skillq-csrf": self.token} if token else {})})
-
-    def events(self, path: str) -> list[tuple[str, dict[str, Any]]]:
-        """A stream's server-sent events, read until its end."""
-        conn, response = self._open("GET", path, None, None)
-        found: list[tuple[str, dict[str, Any]]] = []
-        try:
-            assert response.status == 200, response.read()[:2000]
-            assert response.headers["content-type"].startswith("text/event-stream")
-            name = ""
-            for raw in response:
-                line = raw.decode().rstrip("\n")
-                if line.startswith("event: "):
-                    name = line.removeprefix("event: ")
-                elif line.startswith("data: "):
-                    found.append((name, json.loads(line.removeprefix("data: "))))
-        finally:
-            conn.close()
-        return found
 
 
 class Listening(threading.Thread):
@@ -158,7 +78,7 @@ def served(stack: Stack, vault: Path) -> Iterator[Served]:
 
 @pytest.fixture
 def client(served: Served) -> Client:
-    found = Client(served)
+    found = Client(served.url, USER, PASSWORD, timeout_s=RUN_TIMEOUT_S)
     page = found.get("/skills/echo")  # the cookie, and the panel's form token
     assert page.status == 200, page.text[:2000]
     assert 'id="try"' in page.text and 'action="/skills/echo/try"' in page.text

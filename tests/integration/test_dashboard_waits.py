@@ -12,15 +12,10 @@ form token a page handed out, as test_dashboard_guard.py's do.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import http.client
 import json
 import re
-import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +24,7 @@ import test_waits
 from conftest import VAULTS, Stack, copy_vault, wait_until
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import func, select
+from support.dashboard_http import Client
 from support.fake_llm import FakeLLM
 from test_dashboard import Served, serve, shot
 from test_waits import USAGE, call, key, the_wait
@@ -42,63 +38,7 @@ worker_env = test_waits.worker_env
 
 USER, PASSWORD = "ada", "w4its-pass"
 BY = f"dashboard:{USER}"
-BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-TOKEN = re.compile(r'name="skillq-csrf" value="([0-9a-f]+)"')
 JSON_REPLY = {"Accept": "application/json"}
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: Message
-    text: str
-
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-
-@dataclass
-class Client:
-    """What a script does: plain HTTP, with basic auth, the cookie the dashboard sets
-    and the form token its pages carry."""
-
-    served: Served
-    cookie: str = ""
-    token: str = ""
-    seen: list[str] = field(default_factory=list)
-
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> Reply:
-        port = urllib.parse.urlsplit(self.served.url).port
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        sent = {"Authorization": "Basic " + BASIC, **(headers or {})}
-        if self.cookie:
-            sent["Cookie"] = self.cookie
-        try:
-            conn.request(method, path, body=body, headers=sent)
-            response = conn.getresponse()
-            reply = Reply(response.status, response.headers,
-                          response.read().decode(errors="replace"))
-        finally:
-            conn.close()
-        cookie = reply.headers.get("set-cookie")
-        if cookie:
-            self.cookie = cookie.split(";")[0]
-        found = TOKEN.search(reply.text)
-        if found:
-            self.token = found[1]
-        self.seen.append(f"{method} {path} -> {reply.status}")
-        return reply
-
-    def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
-        return self.request("GET", path, headers=headers)
-
-    def post(self, path: str, fields: dict[str, str],
-             headers: dict[str, str] | None = None) -> Reply:
-        assert self.token, "get a page with a form first: it carries the token"
-        return self.request("POST", path, urllib.parse.urlencode(fields).encode(), {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "x-skillq-csrf": self.token, **(headers or {})})
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +56,7 @@ def served(stack: Stack, vault: Path) -> Iterator[Served]:
 
 @pytest.fixture
 def client(served: Served) -> Client:
-    return Client(served)
+    return Client(served.url, USER, PASSWORD)
 
 
 @contextlib.contextmanager
