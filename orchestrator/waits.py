@@ -68,9 +68,10 @@ def waiting(session: Session, wait: Wait) -> Waiting:
     run = session.get(PipelineRun, wait.run_id)
     assert run is not None  # a wait's run is its foreign key
     top = waits.top_run(session, run)
-    form = tuple({**f, **({"default": (wait.default or {})[f["name"]]}
-                          if wait.kind == APPROVAL and f["name"] in (wait.default or {})
-                          else {})} for f in wait.form)
+    # an approval's inputs with the defaults the planner resolved (as `skillq approve`
+    # takes them)
+    form = tuple(s.written() for s in waits.form_manifest(wait).inputs) \
+        if wait.kind == APPROVAL else ()
     return Waiting(id=wait.id, kind=wait.kind, run_id=wait.run_id, top_run_id=top.id,
                    pipeline=top.skill, step_id=wait.step_id, skill=wait.skill,
                    prompt=wait.prompt, since=wait.created_at, deadline=wait.deadline_at,

@@ -28,8 +28,7 @@ sys.exit(1)
 
 
 def _inputs(specs: tuple[InputSpec, ...]) -> list[dict[str, Any]]:
-    return [s.model_dump(mode="json", exclude_defaults=True) | (
-        {"default": s.default} if s.has_default else {}) for s in specs]
+    return [s.written() for s in specs]
 
 
 def _frontmatter(fields: Mapping[str, Any], body: str) -> str:

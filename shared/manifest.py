@@ -130,6 +130,12 @@ class InputSpec(_Typed):
     def has_default(self) -> bool:
         return "default" in self.model_fields_set
 
+    def written(self) -> dict[str, Any]:
+        """As a manifest writes it: the fields set otherwise than by default, and its
+        default when it has one (a null default too)."""
+        return self.model_dump(mode="json", exclude={"default"}, exclude_defaults=True) | (
+            {"default": self.default} if self.has_default else {})
+
 
 class OutputSpec(_Typed):
     from_: str | None = Field(default=None, alias="from")

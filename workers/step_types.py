@@ -47,7 +47,6 @@ class WaitingOn:
     """A step waits for the runs its execute_skill calls started, and for a person's
     decision on its open waits (an agent's questions, an approval)."""
     run_ids: tuple[str, ...] = ()
-    waits: tuple[int, ...] = ()
     deadline: bool = False  # one of its waits times out: the planner is to read when
 
 

@@ -91,10 +91,8 @@ def _problems(shown: AskPrompt) -> None:
 
 def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
     from orchestrator.ask import AnswerStream, start_ask, usage_of
-    from orchestrator.cli.direct_run import DirectRun
-    from orchestrator.cli.follow import INTERRUPTED, asking, cancel_interrupted
+    from orchestrator.cli.answer_follow import follow_answer
     from orchestrator.connect import connect
-    from orchestrator.launch import wait_run
     from shared.errors import PipelineFailed
 
     conn = connect()
@@ -111,20 +109,9 @@ def _ask(loaded: Vault, text: str, model: str | None, as_json: bool) -> None:
         raise
     for line in asked.resolution.problems():
         common.err.print(f"note: {line}", markup=False)
-    common.announce(asked.run_id)
-    stream.follow(asked.run_id)
-    followed = DirectRun(conn, asked.run_id)
-    try:
-        with asking(followed):  # its questions, put to the person at this terminal
-            final = followed.ended(wait_run(conn, asked.run_id))
-    except KeyboardInterrupt:
-        stream.finish(None)
-        final = cancel_interrupted(followed)
-        if final.state == "cancelled":
-            raise typer.Exit(INTERRUPTED) from None
+    done = follow_answer(conn, asked.run_id, stream)
+    final, answer, rest = done.final, done.answer, done.rest
     result: dict[str, Any] = final.result
-    answer = (result.get("outputs") or {}).get("answer")
-    rest = stream.finish(answer if isinstance(answer, str) else None)
     usage = usage_of(conn, asked.run_id)
     if as_json:
         print(json.dumps({"run_id": asked.run_id, "state": final.state, "answer": answer,

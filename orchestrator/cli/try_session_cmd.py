@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from orchestrator.try_session import Exchange
     from shared.vault import Vault
 
-POLL_S = 0.3  # how often the session looks for new calls and questions
+POLL_S = 0.3  # how often the session looks for new calls of the skill
 PROMPT = "try> "
 
 
@@ -55,9 +55,7 @@ def _one_request(conn: Connection, loaded: Vault, name: str, request: str,
     from pathlib import Path
 
     from orchestrator.ask import AnswerStream, usage_of
-    from orchestrator.cli.direct_run import DirectRun
-    from orchestrator.cli.follow import INTERRUPTED, cancel_interrupted
-    from orchestrator.launch import wait_run
+    from orchestrator.cli.answer_follow import follow_answer
     from orchestrator.try_session import Exchange, start_try
 
     def write(piece: str) -> None:
@@ -70,22 +68,10 @@ def _one_request(conn: Connection, loaded: Vault, name: str, request: str,
     except BaseException:
         stream.finish(None)
         raise
-    common.announce(run_id)
-    stream.follow(run_id)
-    watch = _Watch(conn, run_id)
-    watch.start()
-    followed = DirectRun(conn, run_id)
-    try:
-        final = followed.ended(wait_run(conn, run_id))
-    except KeyboardInterrupt:
-        stream.finish(None)
-        final = cancel_interrupted(followed)
-        if final.state == "cancelled":
-            raise typer.Exit(INTERRUPTED) from None
-    finally:
-        watch.stop()
-    answer = (final.result.get("outputs") or {}).get("answer")
-    rest = stream.finish(answer if isinstance(answer, str) else None)
+    # its questions are read from stdin, a terminal or not: the session's own input
+    done = follow_answer(conn, run_id, stream, always_ask=True,
+                         alongside=_Calls(conn, run_id))
+    final, answer, rest = done.final, done.answer, done.rest
     write(rest)
     if stream.printed or rest:
         write("\n")
@@ -95,37 +81,35 @@ def _one_request(conn: Connection, loaded: Vault, name: str, request: str,
     if not final.succeeded:
         common.err.print(f"error: {final.failure}", markup=False)
         return None
-    return Exchange(request, answer if isinstance(answer, str) else "")
+    return Exchange(request, answer or "")
 
 
-class _Watch:
-    """While a request runs: its calls of the skill as they start and end, and its open
-    questions, asked here (one at a time, read from stdin)."""
+class _Calls:
+    """While a request runs: its calls of the skill as they start and end, on stderr."""
 
     def __init__(self, conn: Connection, run_id: str) -> None:
         self.conn, self.run_id = conn, run_id
         self.seen: dict[str, str] = {}  # call run id -> the state last shown
-        self.asked: set[int] = set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="try-watch", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="try-calls", daemon=True)
 
-    def start(self) -> None:
+    def __enter__(self) -> _Calls:
         self._thread.start()
+        return self
 
-    def stop(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-        self._calls()  # the last calls' ends, read once more
+        self._show()  # the last calls' ends, read once more
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
             try:
-                self._calls()
-                self._questions()
+                self._show()
             except Exception as exc:  # a database outage: the run goes on, so does this
                 common.err.print(f"(could not read run {self.run_id}: {exc})", markup=False)
 
-    def _calls(self) -> None:
+    def _show(self) -> None:
         from orchestrator.try_session import calls_of
 
         for call in calls_of(self.conn, self.run_id):
@@ -138,30 +122,3 @@ class _Watch:
                 how = call.state if call.error is None else f"{call.state}: {call.error}"
                 common.err.print(f"  {call.skill} {how}", markup=False)
             self.seen[call.run_id] = call.state
-
-    def _questions(self) -> None:
-        from orchestrator.waits import answer, inbox
-
-        for wait in inbox(self.conn, self.run_id):
-            if wait.id in self.asked or wait.kind != "question":
-                continue
-            self.asked.add(wait.id)
-            choices = "".join(f"\n  {i}. {c}" for i, c in enumerate(wait.choices, 1))
-            default = f" [default: {wait.default}]" if wait.default is not None else ""
-            common.err.print(f"? {wait.prompt}{choices}{default}", markup=False)
-            line = sys.stdin.readline().strip()
-            if not line and wait.default is not None:
-                line = str(wait.default)
-            choice = int(line) if line.isdigit() and wait.choices else None
-            try:
-                answer(self.conn, wait.run_id, f"#{wait.id}", text=None if choice else line,
-                       choice=choice, by=f"try:{_user()}")
-            except Exception as exc:  # refused (a choice out of range): it stays open
-                common.err.print(f"not answered: {exc}; `skillq answer {wait.run_id} "
-                                 "TEXT` answers it", markup=False)
-
-
-def _user() -> str:
-    from orchestrator.publish import who
-
-    return who()

@@ -38,8 +38,8 @@ class AgentExecutor:
                         tokens_in=done.tokens_in, tokens_out=done.tokens_out,
                         # what the prompt left out to fit its budgets: on record
                         stderr_tail="\n".join(f"warning: {w}" for w in done.warnings) or None,
-                        then=WaitingOn(tuple(done.waiting_on), tuple(done.waits),
-                                       deadline=bool(done.waits)) if done.waiting else None)
+                        then=WaitingOn(tuple(done.waiting_on), deadline=bool(done.waits))
+                        if done.waiting else None)
         if done.transient:
             decided = policy.after(policy.Ended(policy.Cause.MODEL_UNAVAILABLE, job.attempt),
                                    datetime.now(UTC))

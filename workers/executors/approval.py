@@ -41,11 +41,11 @@ class ApprovalExecutor:
             owner = run.skill if run is not None else job.skill
             wait = waits.ask(session, attempt.calls_prefix + waits.APPROVAL_KEY, attempt,
                              owner, asked)
-            state, wait_id = WaitState(wait.state), wait.id
+            state = WaitState(wait.state)
             outputs, reason, by = wait.answer, wait.reason, wait.decided_by
         if state is WaitState.OPEN:
-            return Result(StepState.WAITING, then=WaitingOn(
-                waits=(wait_id,), deadline=asked.timeout_s is not None))
+            return Result(StepState.WAITING,
+                          then=WaitingOn(deadline=asked.timeout_s is not None))
         if state is WaitState.APPROVED:
             return Result(StepState.SUCCEEDED, outputs=outputs or {})
         if state is WaitState.CANCELLED:
