@@ -24,7 +24,7 @@ from shared.db.models import PipelineRun, StepRun
 from shared.db.wait_models import APPROVAL, QUESTION, Wait
 from shared.errors import InputError, WaitError
 from shared.inputs import parse_cli_inputs, resolve_inputs
-from shared.manifest import InputSpec, Manifest
+from shared.manifest import BUILD_SKILL, InputSpec, Manifest
 from shared.states import StepState, WaitState
 
 APPROVAL_KEY = "approval"  # an approval's key: its step item's prefix, then this
@@ -191,6 +191,16 @@ def reject(session: Session, wait: Wait, reason: str, by: str) -> str | None:
     if not reason.strip():
         raise WaitError(f"approval #{wait.id}: say why it is rejected (--reason TEXT)")
     return _decided(session, wait, WaitState.REJECTED, reason=reason, by=by)
+
+
+def revise(session: Session, wait: Wait, feedback: str, by: str) -> str | None:
+    """Send a build's plan back to its planner with ``feedback``: its approval is
+    answered, neither approved nor rejected (lifecycle/builds.py reads it)."""
+    if wait.skill != BUILD_SKILL:
+        raise WaitError(f"approval #{wait.id} is not a build's plan: approve or reject it")
+    if not feedback.strip():
+        raise WaitError(f"approval #{wait.id}: say what to change in the plan")
+    return _decided(session, wait, WaitState.ANSWERED, answer={"revise": feedback}, by=by)
 
 
 def _decided(session: Session, wait: Wait, new: WaitState, *, by: str, answer: Any = None,

@@ -19,22 +19,20 @@ run: it passes when it expects failure and the refusal matches ``error_contains`
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from orchestrator.connect import Connection
 from orchestrator.launch import files_current, run_progress, start_run
+from shared.case_judge import REFUSED, CaseResult, Outcome, judge
 from shared.db.models import PipelineRun, StepRun
 from shared.db.notes_models import TestResult
 from shared.db.session import transaction
-from shared.diagnosis import first_line
 from shared.errors import NoWorker, SkillqError, TestCaseError
 from shared.inputs import local_paths
 from shared.skill import Skill
@@ -45,28 +43,6 @@ from shared.vault import Vault
 
 POLL_S = 0.25
 START_THREADS = 8  # starting a run waits on a worker round trip: start cases side by side
-REFUSED = "refused"  # a case's inputs were refused before any run was recorded
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How one case's run ended, as the judge sees it."""
-
-    state: str  # succeeded | failed | cancelled | refused
-    outputs: Any = None
-    error: str | None = None
-    duration_ms: float | None = None
-    run_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    skill: str
-    test_id: str
-    name: str
-    passed: bool
-    problems: tuple[str, ...]  # why it failed; () when it passed
-    outcome: Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,77 +63,6 @@ class TestReport:
 
 
 ProgressFn = Callable[[int, int], None]  # (finished cases, all cases)
-
-
-# -- judging (pure) -------------------------------------------------------------------------
-
-def same_json(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1 and "1" is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (str(k), *_strings(v))]
-    return []
-
-
-def output_has(outputs: Any, text: str) -> bool:
-    if any(text in s for s in _strings(outputs)):
-        return True
-    dumped = json.dumps(outputs, ensure_ascii=False)
-    return text in dumped or text in json.dumps(outputs, ensure_ascii=False,
-                                                separators=(",", ":"))
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def judge(case: TestCase, outcome: Outcome, skill: str = "") -> CaseResult:
-    """The verdict on one case: every expectation that does not hold, named."""
-    exp = case.expected
-    problems: list[str] = []
-    succeeded = outcome.state == RunState.SUCCEEDED
-    first_error = first_line(outcome.error, 300)
-    if exp.success and not succeeded:
-        what = "was refused" if outcome.state == REFUSED else f"{outcome.state}"
-        problems.append(f"expected success, but it {what}: {first_error or 'no error'}")
-    if not exp.success and succeeded:
-        problems.append("expected failure, but it succeeded")
-    if exp.error_contains is not None and not succeeded \
-            and exp.error_contains not in (outcome.error or ""):
-        problems.append(f"error does not contain {exp.error_contains!r}: "
-                        f"{first_error or 'no error'}")
-    if succeeded:
-        problems += [f"outputs do not contain {text!r}" for text in exp.contains
-                     if not output_has(outcome.outputs, text)]
-        outputs = outcome.outputs if isinstance(outcome.outputs, dict) else {}
-        for name, want in exp.output_values.items():
-            if name not in outputs:
-                problems.append(f"output '{name}' missing (expected {_short(want)})")
-            elif not same_json(outputs[name], want):
-                problems.append(f"output '{name}' is {_short(outputs[name])}, "
-                                f"expected {_short(want)}")
-    if exp.max_duration_ms is not None and outcome.duration_ms is not None \
-            and outcome.duration_ms > exp.max_duration_ms:
-        problems.append(f"took {outcome.duration_ms:.0f} ms, over max_duration_ms "
-                        f"{exp.max_duration_ms}")
-    return CaseResult(skill=skill, test_id=case.id, name=case.name, passed=not problems,
-                      problems=tuple(problems), outcome=outcome)
 
 
 # -- running ---------------------------------------------------------------------------------

@@ -135,6 +135,13 @@ def reject(conn: Connection, run_id: str, which: str | None, *, reason: str,
     return _decide(conn, run_id, APPROVAL, which, decide, "rejected")
 
 
+def revise(conn: Connection, run_id: str, *, feedback: str, by: str) -> Decided:
+    """Send build ``run_id``'s plan back to its planner with ``feedback``."""
+    def decide(session: Session, wait: Wait) -> tuple[str | None, Any]:
+        return waits.revise(session, wait, feedback, by), feedback
+    return _decide(conn, run_id, APPROVAL, None, decide, "revised")
+
+
 def _decide(conn: Connection, run_id: str, kind: str, which: str | None,
             decide: Callable[[Session, Wait], tuple[str | None, Any]], state: str) -> Decided:
     ctx = client_context(conn)

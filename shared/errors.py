@@ -43,6 +43,8 @@
      ├── MissingSecret          a skill declares a secret this worker cannot provide
      ├── TestCaseError          `skillq test`: no such case, or a skill without cases
      ├── NoteError              `skillq notes`: no such note, or a status change refused
+     ├── BuildError             `skillq build`/`plans`/`plan`: no such build, a task left
+     │                          empty, a draft that cannot land in the vault
      ├── WaitError              `skillq answer/approve/reject`: no such open wait in the
      │                          run, or an answer that does not fit it (a choice out of
      │                          range, text where only choices are taken, an input's type)
@@ -219,6 +221,12 @@ class TestCaseError(SkillqError):
 
 
 class NoteError(SkillqError):
+    exit_code = 2
+
+
+class BuildError(SkillqError):
+    """Nothing of the vault changed: a draft that cannot land stays in the store."""
+
     exit_code = 2
 
 

@@ -179,6 +179,8 @@ class CacheSpec(Frozen):
 
 # The reserved skill an approval step runs (shared/builtin/skillq-approval).
 APPROVAL_SKILL = "skillq-approval"
+# The reserved skill a skill build runs (shared/builtin/skillq-build): skillq's own step.
+BUILD_SKILL = "skillq-build"
 
 
 class ApprovalSpec(Frozen):

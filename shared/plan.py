@@ -12,12 +12,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from shared.manifest import APPROVAL_SKILL, Frozen, Manifest, OnFailure, Requires, Step
+from shared.manifest import APPROVAL_SKILL, BUILD_SKILL, Frozen, Manifest, OnFailure, Requires, Step
 from shared.queues import CONTROL_QUEUE, queue_for
 from shared.skill import Skill
 from shared.stepgraph import step_dependencies
 
-StepKind = Literal["script", "orchestrator", "instructions", "approval"]
+StepKind = Literal["script", "orchestrator", "instructions", "approval", "build"]
 
 
 class AgentModel(Frozen):
@@ -95,6 +95,9 @@ def _queue(callee: Manifest) -> str:
 
 def _plan_step(step_id: str, callee: Skill, **fields: Any) -> PlanStep:
     m = callee.manifest
+    if m.name == BUILD_SKILL:  # skillq's own step (workers/build/): no model of its own
+        return PlanStep.model_validate({"id": step_id, "skill": m.name, "version": m.version,
+                                        "kind": "build", "queue": CONTROL_QUEUE, **fields})
     return PlanStep.model_validate({
         "id": step_id, "skill": callee.name, "version": m.version, "kind": m.kind,
         "queue": _queue(m),

@@ -13,6 +13,8 @@
               waiting -> done (a fan-out over nothing; a step `skillq retry` reuses whole)
     wait:     open -> answered (a question) | approved | rejected (an approval)
               open -> timed_out (past its deadline) | cancelled (its run ended first)
+    build:    planning -> proposed -> building -> built | failed (a skill build's stage)
+              proposed -> planning (a revision) | rejected; any but an end -> cancelled
 
 Only lifecycle/transitions/ writes the run and step states; every write there is checked
 against the tables below, and its SQL guards are built from them (``sources``). A step's
@@ -20,7 +22,8 @@ progress is the planner's ledger on the run's row (``pipeline_runs.progress``: {
 {"state": ..., "items": n}}), written by lifecycle/planner/ and lifecycle/retry.py, each
 change checked against PROGRESS_TRANSITIONS (``check_progress``). A wait for a person
 (``waits``) changes only in lifecycle/transitions/waits.py, checked against
-WAIT_TRANSITIONS (``check_wait``).
+WAIT_TRANSITIONS (``check_wait``). A skill build's stage (``builds``) changes only in
+lifecycle/builds.py, checked against BUILD_TRANSITIONS (``check_build``).
 """
 
 from __future__ import annotations
@@ -95,6 +98,22 @@ class WaitState(StrEnum):
         return self is not WaitState.OPEN
 
 
+class BuildStage(StrEnum):
+    """Where a skill build is (shared/db/build_models.py): its plan, then its drafts."""
+
+    PLANNING = "planning"  # the planner agent writes (or revises) the plan
+    PROPOSED = "proposed"  # the plan waits for a person: approve, revise or reject
+    BUILDING = "building"  # approved: builder agents write and test the drafts
+    BUILT = "built"  # every draft it could build is in the artifact store
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return not BUILD_TRANSITIONS[self]
+
+
 RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.PENDING: frozenset({RunState.RUNNING, RunState.FAILED, RunState.CANCELLED}),
     RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED,
@@ -109,6 +128,18 @@ WAIT_TRANSITIONS: dict[WaitState, frozenset[WaitState]] = {
     WaitState.OPEN: frozenset({WaitState.ANSWERED, WaitState.APPROVED, WaitState.REJECTED,
                                WaitState.TIMED_OUT, WaitState.CANCELLED}),
     **{s: frozenset() for s in WaitState if s is not WaitState.OPEN},
+}
+
+_BUILD_END = (BuildStage.FAILED, BuildStage.CANCELLED)
+BUILD_TRANSITIONS: dict[BuildStage, frozenset[BuildStage]] = {
+    BuildStage.PLANNING: frozenset({BuildStage.PROPOSED, *_BUILD_END}),
+    BuildStage.PROPOSED: frozenset({BuildStage.PLANNING, BuildStage.BUILDING,
+                                    BuildStage.REJECTED, *_BUILD_END}),
+    BuildStage.BUILDING: frozenset({BuildStage.BUILT, *_BUILD_END}),
+    BuildStage.BUILT: frozenset(),
+    BuildStage.FAILED: frozenset(),
+    BuildStage.REJECTED: frozenset(),
+    BuildStage.CANCELLED: frozenset(),
 }
 
 STEP_TRANSITIONS: dict[StepState, frozenset[StepState]] = {
@@ -159,6 +190,11 @@ def check_step(old: StepState, new: StepState) -> None:
 def check_wait(old: WaitState, new: WaitState) -> None:
     if new not in WAIT_TRANSITIONS[old]:
         raise IllegalTransition(f"a wait cannot go from {old} to {new}")
+
+
+def check_build(old: BuildStage, new: BuildStage) -> None:
+    if new not in BUILD_TRANSITIONS[old]:
+        raise IllegalTransition(f"a build cannot go from {old} to {new}")
 
 
 def check_progress(old: StepProgress, new: StepProgress) -> None:

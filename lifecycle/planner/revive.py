@@ -54,7 +54,7 @@ def _expire_waits(work: Work, running: list[str]) -> None:
     """A running step that may wait for a person (an agent's question, an approval):
     its waits past their deadline are closed, and the run is watched again at the next
     deadline. Other steps never wait, so a pipeline of scripts asks nothing here."""
-    if not any(work.plan.step(s).kind in ("instructions", "approval") for s in running):
+    if not any(work.plan.step(s).kind in ("instructions", "approval", "build") for s in running):
         return
     _, due = waits.expire(work.session, work.run.id, work.now)
     if due is not None:

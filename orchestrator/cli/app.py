@@ -54,6 +54,13 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("ask", "ask_cmd",
      "One agent turn over the library: its enabled skills, the skill, execute_skill and "
      "skill_improvement_note tools; the answer streams to stdout."),
+    ("build", "build_cmds",
+     "Plan, approve, build in parallel and test a pipeline of skills from a task in your "
+     "words; its drafts land in the vault, for you to try and publish."),
+    ("plans", "build_cmds", "Builds, newest first: their stage, round of revision and task."),
+    ("plan", "build_cmds",
+     "A build's plan: show it, send it back with feedback, write its drafts into the "
+     "vault."),
     ("inbox", "wait_cmds",
      "Every question and approval waiting for a person, across runs, oldest first: the "
      "run, the step, what is asked, since when, and who can answer."),

@@ -15,7 +15,8 @@ from orchestrator.cli.common import VaultOption, err, out, vault
 from shared.errors import TestCaseError, TestsFailed
 
 if TYPE_CHECKING:  # orchestrator.testing imports SQLAlchemy and Celery: only `test` runs it
-    from orchestrator.testing import CaseResult, TestReport
+    from orchestrator.testing import TestReport
+    from shared.case_judge import CaseResult
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,9 @@
 all``, run on the `agent` queue like any agent step, so its turns, tokens and cost are
 recorded as an agent step's are. ``skillq-approval`` is what an orchestrator's approval
 step runs (workers/executors/approval.py); ``skillq-try`` is the test window's agent, an
-ask whose library is the one skill tried (orchestrator/try_session.py). Their names are
+ask whose library is the one skill tried (orchestrator/try_session.py). ``skillq-build``
+is a skill build (workers/build/), which runs ``skillq-planner`` and one
+``skillq-builder`` per new sub-skill as runs of their own. Their names are
 reserved: a vault skill of that name is reported by validation and never shadows it.
 """
 
@@ -13,13 +15,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from shared.manifest import APPROVAL_SKILL
+from shared.manifest import APPROVAL_SKILL, BUILD_SKILL
 from shared.skill import Skill, load_skill
 
 ASK = "skillq-ask"
 APPROVAL = APPROVAL_SKILL  # an orchestrator's approval step (shared/manifest.py)
 TRY = "skillq-try"  # `skillq try NAME "request"`: the test window's agent
-RESERVED = frozenset({ASK, APPROVAL, TRY})
+BUILD = BUILD_SKILL  # `skillq build "TASK"`: run by skillq itself (workers/build/)
+PLANNER = "skillq-planner"  # a build's planner agent (its update_plan tool)
+BUILDER = "skillq-builder"  # a build's sub-skill builder agent (its draft folder's tools)
+RESERVED = frozenset({ASK, APPROVAL, TRY, BUILD, PLANNER, BUILDER})
 _ROOT = Path(__file__).resolve().parent
 
 

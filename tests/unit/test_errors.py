@@ -24,6 +24,7 @@ EXIT_CODES = {
     "PipelineFailed": 1, "Relayed": 1, "TestsFailed": 1, "ExportError": 1,
     "LibraryError": 1, "SkillDisabled": 1, "HasDependents": 1,
     "ArchiveError": 1, "MissingSecret": 1, "TestCaseError": 2, "NoteError": 2, "WaitError": 2,
+    "BuildError": 2,
     "PublishError": 1, "FolderChanged": 1, "VersionNotPublished": 1,
     "ScheduleError": 1, "CronError": 2, "DashboardError": 2, "BadCursor": 2,
     "RunNotFound": 1, "RunRefused": 1, "ArtifactError": 1, "StepFailed": 1,

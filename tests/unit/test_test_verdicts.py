@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.testing import REFUSED, Outcome, judge, output_has, same_json
+from shared.case_judge import REFUSED, Outcome, judge, output_has, same_json
 from shared.skillfiles import TestCase
 
 

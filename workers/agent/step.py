@@ -26,6 +26,7 @@ from shared.vault import open_vault
 from workers import sandbox as sandboxes
 from workers.agent.ask_step import TextStream, prompt_builder
 from workers.agent.bash_tool import BashTool
+from workers.agent.build_step import build_tools, builder_ended
 from workers.agent.calls import Calls
 from workers.agent.executor import AgentOutcome, run_agent_step
 from workers.agent.note_tool import NoteTool
@@ -61,6 +62,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         tools.append(BashTool(skill, row_id, secrets, timeout_s=BASH_TIMEOUT_S,
                               max_output_bytes=ctx.settings.max_output_bytes,
                               sandbox=sandboxes.current(ctx.settings)).tool())
+    tools.extend(build_tools(ctx, skill, inputs, row_id, vault, calls))
     asked = skill.name in (ASK, TRY)
     stream = TextStream(ctx.database_url, run_id) if asked else None
     # `skillq ask`'s prompt names what its model may use, a skill the person invoked
@@ -68,7 +70,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
     usable = [s for n, s in sorted(library.items()) if n not in disabled or
               skill.name == TRY] if asked else [vault.skills[n] for n in names]
     try:
-        return run_agent_step(
+        outcome = run_agent_step(
             ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs,
             catalog_skills=usable,
             timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
@@ -83,6 +85,9 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
                                       library, states) if asked else None,
             text_output="answer" if asked else None, on_text=stream)
+        if outcome.ok:
+            builder_ended(ctx, skill, inputs)
+        return outcome
     finally:
         if stream is not None:
             stream.close()

@@ -10,6 +10,10 @@ that checks every call to every function tool against the schema the model was s
 ``BadArguments``, a ``ModelRetry``: a tool error the model reads, naming each argument
 and what is wrong, counted against that tool's retries like any other retry.
 
+A tool that validates its own arguments with a typed model and answers a misfit as its
+result (update_plan: workers/agent/plan_tool.py) says so in its metadata
+(``OWN_CHECK``); its arguments are checked only to be one JSON object here.
+
 The check reads the schema keywords skillq's tools use (``type``, ``properties``,
 ``required``, ``additionalProperties``, ``items``, ``enum``, and the annotations). A
 schema with any other keyword is refused (``UnreadableSchema``) rather than half
@@ -40,6 +44,7 @@ _CHECKED = frozenset({"type", "properties", "required", "additionalProperties", 
 _NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
           "boolean": "a boolean", "object": "an object", "array": "an array",
           "null": "null"}
+OWN_CHECK = "checks_own_arguments"  # a tool's metadata key: it validates them itself
 SHOWN_CHARS = 80  # of a wrong value, quoted back to the model
 
 
@@ -202,5 +207,10 @@ class ToolArguments(AbstractCapability[Any]):
     async def wrap_tool_validate(self, ctx: RunContext[Any], *, call: ToolCallPart,
                                  tool_def: ToolDefinition, args: RawToolArgs,
                                  handler: WrapToolValidateHandler) -> ValidatedToolArgs:
+        if (tool_def.metadata or {}).get(OWN_CHECK):
+            return await handler(check_arguments(tool_def.name, _ANY_OBJECT, args))
         return await handler(check_arguments(tool_def.name, tool_def.parameters_json_schema,
                                              args))
+
+
+_ANY_OBJECT: Mapping[str, Any] = {"type": "object"}

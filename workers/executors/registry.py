@@ -4,6 +4,7 @@ Used by the run path (step_runner.execute) and the cache path (claim.py) alike."
 from __future__ import annotations
 
 from shared.manifest import Manifest
+from workers.build.controller import BuildExecutor
 from workers.executors.agent import AgentExecutor
 from workers.executors.approval import ApprovalExecutor
 from workers.executors.base import StepExecutor
@@ -13,6 +14,7 @@ from workers.executors.script import ScriptExecutor
 
 EXECUTORS: tuple[StepExecutor, ...] = (
     ApprovalExecutor(),  # before AgentExecutor: its built-in skill is instructions
+    BuildExecutor(),  # so is this one
     NestedRunExecutor(),
     AgentExecutor(),
     ScreenExecutor(),

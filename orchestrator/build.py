@@ -1,0 +1,143 @@
+"""`skillq build` from the caller's side: start a build (a run of the built-in
+skillq-build), read builds and their plans, send a plan back with feedback, and write a
+build's drafts into the caller's vault, each checked against the hash it was stored
+with (shared/folder_store.py). Nothing here writes a half-built skill: a draft lands
+whole, under a temporary name renamed into place, or not at all."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from lifecycle import builds
+from lifecycle.run_costs import run_usage
+from orchestrator.connect import Connection
+from orchestrator.launch import launch, routes
+from orchestrator.waits import revise
+from shared.build_plan import BuildPlan
+from shared.builtin import BUILD, builtin_skill
+from shared.db.build_models import Build
+from shared.db.models import PipelineRun
+from shared.db.session import transaction
+from shared.errors import BuildError, InputError, NoWorker
+from shared.folder_store import FolderMismatch, unpack_folder
+from shared.plan import build_plan
+from shared.problems import Problem
+from shared.skillfiles import RunSource
+from shared.vault import Vault, resolved_root
+
+__all__ = ["BuildView", "Landed", "build_view", "listed", "revise", "start_build",
+           "usage", "write_drafts"]
+
+
+def start_build(conn: Connection, vault: Vault, task: str, *, note: str = "",
+                model: str | None = None, workdir: str | None = None,
+                triggered_by: str = "cli") -> str:
+    """Record a build and set it moving; its run id (the build's id)."""
+    if not task.strip():
+        raise InputError([Problem("skillq build", "TASK", "say what the pipeline is to do, "
+                                  "e.g. skillq build \"each Monday, post last week's "
+                                  "commits\"")])
+    skill = builtin_skill(BUILD)
+    assert skill is not None  # shipped with the package
+    given = {"task": task, "note": note, "model": model or ""}
+    plan = build_plan(skill, vault.skills, given, workdir=workdir)
+    missing, daemons = routes(conn, vault, plan)
+    if missing:
+        raise NoWorker(missing)
+    run_id = launch(conn, vault, skill, given, plan=plan, source=RunSource.BUILD.value,
+                    triggered_by=triggered_by, workdir=workdir, daemons=daemons)
+    with transaction(conn.endpoints.database_url) as session:  # `plan show` has it at once
+        builds.open_build(session, run_id, vault=str(resolved_root(vault.root)), task=task)
+    return run_id
+
+
+@dataclass(frozen=True, slots=True)
+class BuildView:
+    """A build as `skillq plans` and `skillq plan show` show it."""
+
+    run_id: str
+    run_state: str
+    stage: str
+    task: str
+    round: int
+    plan: BuildPlan | None
+    problems: tuple[str, ...]
+    revisions: tuple[str, ...]
+    skills: dict[str, Any]
+    error: str | None
+    vault: str
+
+
+def _view(session: Session, build: Build) -> BuildView:
+    run = session.get(PipelineRun, build.run_id)
+    return BuildView(build.run_id, run.state if run else "?", build.stage, build.task,
+                     build.round, builds.plan_of(build), tuple(build.problems),
+                     tuple(build.revisions), dict(build.skills),
+                     build.error or (run.error if run else None), build.vault)
+
+
+def listed(conn: Connection, limit: int = 50) -> list[BuildView]:
+    with transaction(conn.endpoints.database_url) as session:
+        return [_view(session, b) for b in builds.listed(session, limit)]
+
+
+def build_view(conn: Connection, run_id: str) -> BuildView:
+    with transaction(conn.endpoints.database_url) as session:
+        build = builds.get(session, run_id)
+        if build is None:
+            raise BuildError(f"no build {run_id}; `skillq plans` lists them")
+        return _view(session, build)
+
+
+def usage(conn: Connection, run_id: str) -> tuple[float, int, int]:
+    """The build's cost in USD and tokens in and out, over every run it started."""
+    with transaction(conn.endpoints.database_url) as session:
+        found = run_usage(session, [run_id]).get(run_id)
+    return (found.cost_usd, found.tokens_in, found.tokens_out) if found else (0.0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    skill: str
+    folder: Path | None  # where it was written; None when it was not
+    why: str | None = None  # why not
+
+
+def write_drafts(conn: Connection, run_id: str, vault_root: Path, *,
+                 replace: bool = False) -> list[Landed]:
+    """Every built draft of the build, written into ``vault_root`` as a skill folder.
+    A folder already there is left as it is unless ``replace``."""
+    landed = []
+    with transaction(conn.endpoints.database_url) as session:
+        build = builds.get(session, run_id)
+        if build is None:
+            raise BuildError(f"no build {run_id}; `skillq plans` lists them")
+        for name, entry in sorted(build.skills.items()):
+            draft = entry.get("draft") if entry.get("state") == "built" else None
+            if draft:
+                landed.append(_land(session, name, draft, vault_root, replace))
+    return landed
+
+
+def _land(session: Session, name: str, draft: dict[str, Any], vault_root: Path,
+          replace: bool) -> Landed:
+    dest = vault_root / name
+    if dest.exists() and not replace:
+        return Landed(name, None, f"{dest} exists; left as it is (--replace writes over it)")
+    vault_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=vault_root) as tmp:
+        staged = Path(tmp) / name
+        try:
+            unpack_folder(session, draft, staged)
+        except (FolderMismatch, KeyError) as exc:
+            return Landed(name, None, f"not written: {exc}")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staged.rename(dest)
+    return Landed(name, dest)

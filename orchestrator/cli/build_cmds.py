@@ -1,0 +1,188 @@
+"""`skillq build "TASK"`, `skillq plans` and `skillq plan show|revise|drafts`: the skill
+builder from a terminal (orchestrator/build.py; docs/skill-builder.md).
+
+`skillq build` starts the build and follows it: the plan as soon as it is proposed, with
+how to approve, revise or reject it; then, when the build ends, its drafts written into
+the vault and what each skill's test cases did, its cost, and the commands to run next.
+Ctrl-C stops following; the build goes on."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli import common
+from orchestrator.cli.common import VaultOption, announce
+
+if TYPE_CHECKING:
+    from orchestrator.build import BuildView
+    from orchestrator.connect import Connection
+
+POLL_S = 0.5
+BuildIdArg = Annotated[str, typer.Argument(help="The build's id (its run id: `skillq plans`).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print it as JSON.")]
+
+plan_app = typer.Typer(help="A build's plan: show it, send it back with feedback, write its "
+                       "drafts into the vault.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("build")(build)
+    app.command("plans")(plans)
+    app.add_typer(plan_app, name="plan")
+
+
+def build(
+    task: Annotated[str, typer.Argument(help="What the pipeline is to do, in your words.")],
+    vault_opt: VaultOption = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="provider:model the planner and builders run on (default: each "
+        "daemon's SKILLQ_AGENT_MODEL).")] = None,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="Start it and return; follow with `skillq plan show ID`.")] = False,
+) -> None:
+    """Plan, approve, build in parallel and test a pipeline of skills from a task in your
+    words; its drafts land in the vault, for you to try and publish."""
+    from orchestrator.build import start_build
+    from orchestrator.connect import connect
+
+    loaded = common.vault(vault_opt)
+    conn = connect()
+    run_id = start_build(conn, loaded, task, model=model, workdir=str(Path.cwd()))
+    announce(run_id)
+    if detach:
+        print(run_id)
+        return
+    try:
+        _follow(conn, run_id, loaded.root)
+    except KeyboardInterrupt:
+        common.err.print(f"stopped following build {run_id}; it goes on (`skillq plan show "
+                         f"{run_id}`, `skillq cancel {run_id}`)", markup=False)
+        raise typer.Exit(130) from None
+
+
+def _follow(conn: Connection, run_id: str, vault_root: Path) -> None:
+    from orchestrator.build import build_view, write_drafts
+
+    shown_round = 0
+    while True:
+        view = build_view(conn, run_id)
+        if view.stage == "proposed" and view.round != shown_round and view.plan:
+            shown_round = view.round
+            _print_plan(view)
+        if view.run_state in ("succeeded", "failed", "cancelled", "rejected"):
+            break
+        time.sleep(POLL_S)
+    for landed in write_drafts(conn, run_id, vault_root):
+        where = landed.folder or landed.why
+        common.err.print(f"draft {landed.skill}: {where}", markup=False)
+    _print_report(conn, build_view(conn, run_id))
+
+
+def _print_plan(view: BuildView) -> None:
+    from shared.build_compile import plan_md
+
+    assert view.plan is not None
+    print(plan_md(view.plan))
+    common.err.print(
+        f"approve: skillq approve {view.run_id}\n"
+        f"revise:  skillq plan revise {view.run_id} \"what to change\"\n"
+        f"reject:  skillq reject {view.run_id} --reason \"why\"", markup=False)
+
+
+def _print_report(conn: Connection, view: BuildView) -> None:
+    from orchestrator.build import usage
+
+    cost, tokens_in, tokens_out = usage(conn, view.run_id)
+    for name, entry in sorted(view.skills.items()):
+        tested = entry.get("tested") or {}
+        cases = tested.get("cases") or []
+        passed = sum(1 for c in cases if c.get("passed"))
+        tests = f"{passed}/{len(cases)} test cases passed" if cases else "no test run"
+        why = f": {entry.get('why')}" if entry.get("why") else ""
+        print(f"{entry.get('state', '?'):8} {name} ({tests}){why}")
+    print(f"cost ${cost:.4f} ({tokens_in} tokens in, {tokens_out} out)")
+    if view.plan is not None and (view.skills.get(view.plan.name) or {}).get("state") == \
+            "built":
+        print(f"next: skillq try {view.plan.name} \"...\", then skillq publish "
+              f"{view.plan.name}")
+    if view.run_state != "succeeded":
+        common.err.print(f"build {view.run_id} {view.run_state}: {view.error or ''}",
+                         markup=False)
+        raise typer.Exit(1)
+
+
+def plans(as_json: JsonOption = False) -> None:
+    """Builds, newest first: their stage, round of revision and task."""
+    from orchestrator.build import listed
+    from orchestrator.connect import connect
+
+    rows = [{"id": v.run_id, "stage": v.stage, "run": v.run_state, "round": v.round,
+             "task": v.task} for v in listed(connect(workers=False))]
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not rows:
+        common.err.print("no builds yet: skillq build \"TASK\"", markup=False)
+    for r in rows:
+        print(f"{r['id']}  {r['stage']:9} round {r['round']}  {common.one_line(str(r['task']))}")
+
+
+@plan_app.command("show")
+def show(run_id: BuildIdArg, as_json: JsonOption = False) -> None:
+    """The build's plan (plan.md), what its checks found, the revisions asked for, and
+    each sub-skill's build so far."""
+    from orchestrator.build import build_view
+    from orchestrator.connect import connect
+    from shared.build_compile import plan_md
+
+    view = build_view(connect(workers=False), run_id)
+    if as_json:
+        print(json.dumps({
+            "id": view.run_id, "stage": view.stage, "run": view.run_state, "round": view.round,
+            "task": view.task, "plan": view.plan.model_dump(mode="json", by_alias=True)
+            if view.plan else None, "problems": list(view.problems),
+            "revisions": list(view.revisions), "skills": view.skills, "error": view.error},
+            ensure_ascii=False))
+        return
+    print(f"build {view.run_id}: {view.stage} (round {view.round}; run {view.run_state})")
+    print(plan_md(view.plan) if view.plan else "no plan yet")
+    for problem in view.problems:
+        print(f"problem: {problem}")
+    for text in view.revisions:
+        print(f"revision asked: {text}")
+    for name, entry in sorted(view.skills.items()):
+        print(f"{name}: {entry.get('state', 'building')} {entry.get('why') or ''}".rstrip())
+
+
+@plan_app.command("revise")
+def revise_plan(run_id: BuildIdArg, feedback: Annotated[str, typer.Argument(
+        help="What to change, in your words.")]) -> None:
+    """Send the proposed plan back to its planner with your feedback; it plans again."""
+    from orchestrator.build import revise
+    from orchestrator.connect import connect
+    from orchestrator.publish import who
+
+    revise(connect(workers=False), run_id, feedback=feedback, by=who())
+    common.err.print(f"build {run_id}: sent back to its planner", markup=False)
+
+
+@plan_app.command("drafts")
+def drafts(run_id: BuildIdArg, vault_opt: VaultOption = None, replace: Annotated[
+        bool, typer.Option("--replace", help="Write over a folder of the same name.")] = False
+           ) -> None:
+    """Write the build's drafts into the vault (as `skillq build` does when it ends)."""
+    from orchestrator.build import write_drafts
+    from orchestrator.connect import connect
+
+    root = common.vault_path(vault_opt)
+    missed = False
+    for landed in write_drafts(connect(workers=False), run_id, root, replace=replace):
+        missed |= landed.folder is None
+        print(f"{landed.skill}: {landed.folder or landed.why}")
+    if missed:
+        raise typer.Exit(1)

@@ -1,0 +1,234 @@
+"""The skill builder (docs/skill-builder.md): `skillq build` plans with the planner agent,
+waits for a person's approval, builds each new sub-skill with a builder agent that runs
+its test cases through the queues, and compiles the orchestrator from the plan; against
+the scripted model server (tests/support/fake_llm), on the stack's real workers.
+
+The scripted plan is the issue's: two code skills independent of each other, and an
+agent skill that depends on them. Each agent's conversation is chosen by a marker in the
+text it reads first: the planner's in the task, each builder's in its skill's
+responsibility, the built agent skill's in the body its builder wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Stack, wait_until
+from sqlalchemy import select
+from support.fake_llm import FakeLLM
+
+from shared.db.models import PipelineRun
+from shared.db.session import transaction
+
+pytestmark = pytest.mark.integration
+AGENT_WORKER = "agent-gpu-cmd0"
+USAGE = {"input": 200, "output": 40}
+
+READ_INPUTS = ("import json, os\n"
+               "inputs = json.load(open(os.environ['SKILL_INPUTS'], encoding='utf-8'))\n")
+
+
+def script(outputs: str) -> str:
+    return READ_INPUTS + ("with open(os.environ['SKILL_OUTPUT'], 'w', encoding='utf-8') "
+                          f"as fh:\n    json.dump({outputs}, fh)\n")
+
+
+@pytest.fixture
+def worker_env(llm: FakeLLM) -> dict[str, dict[str, str | None]]:
+    return {AGENT_WORKER: {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5"}}
+
+
+@pytest.fixture
+def vault(healthy: Stack, tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    root.mkdir()
+    return root
+
+
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}], "usage": USAGE}
+
+
+def answer(**outputs: object) -> dict[str, object]:
+    return {"output": outputs, "usage": USAGE}
+
+
+def the_plan(k: str, *, tone: str = "plain") -> dict[str, Any]:
+    return {
+        "task": "Each Monday, a short post on last week's commits and open issues of a repo",
+        "name": f"weekly-repo-post-{k}",
+        "description": "Write a short post on a repo's week: its commits and open issues.",
+        "inputs": [{"name": "repo", "type": "string", "required": True}],
+        "outputs": [{"name": "post", "type": "string", "description": "The post.",
+                     "from": "${steps.post.outputs.post}"}],
+        "skills": [
+            {"name": f"repo-commits-{k}", "approach": "code", "work": ["deterministic"],
+             "responsibility": f"[[fake:bc-{k}]] List a repo's commits of the last week.",
+             "why": "git log answers it",
+             "inputs": [{"name": "repo", "type": "string", "required": True}],
+             "outputs": [{"name": "commits", "type": "string[]"}],
+             "tests": [{"id": "lists", "name": "Lists commits", "inputs": {"repo": "a/b"},
+                        "expected": {"success": True, "output_contains": ["a/b: fix"]}}]},
+            {"name": f"repo-issues-{k}", "approach": "code", "work": ["deterministic"],
+             "responsibility": f"[[fake:bi-{k}]] List a repo's open issues.",
+             "inputs": [{"name": "repo", "type": "string", "required": True}],
+             "outputs": [{"name": "issues", "type": "string[]"}],
+             "tests": [{"id": "lists", "name": "Lists issues", "inputs": {"repo": "a/b"}}]},
+            {"name": f"weekly-post-{k}", "approach": "agent", "work": ["agentic"],
+             "responsibility": f"[[fake:bp-{k}]] Write the week's post from its facts.",
+             "why": "writing needs a model",
+             "inputs": [{"name": "commits", "type": "string[]", "required": True},
+                        {"name": "issues", "type": "string[]", "required": True},
+                        {"name": "tone", "type": "string", "default": tone}],
+             "outputs": [{"name": "post", "type": "string"}],
+             "depends_on": [f"repo-commits-{k}", f"repo-issues-{k}"],
+             "tests": [{"id": "writes", "name": "Writes a post",
+                        "inputs": {"commits": ["x"], "issues": ["y"]},
+                        "expected": {"success": True, "output_contains": ["week"]}}]},
+        ],
+        "steps": [
+            {"id": "commits", "skill": f"repo-commits-{k}", "with": {"repo": "${inputs.repo}"}},
+            {"id": "issues", "skill": f"repo-issues-{k}", "with": {"repo": "${inputs.repo}"},
+             "on_failure": "continue"},
+            {"id": "post", "skill": f"weekly-post-{k}",
+             "with": {"commits": "${steps.commits.outputs.commits}",
+                      "issues": "${steps.issues.outputs.issues}"}},
+        ],
+    }
+
+
+def post_skill_md(k: str) -> str:
+    return (f"---\nname: weekly-post-{k}\ndescription: Write the week's post from its facts.\n"
+            "version: 1\napproach: agent\ninputs:\n"
+            "  - {name: commits, type: 'string[]', required: true}\n"
+            "  - {name: issues, type: 'string[]', required: true}\n"
+            "  - {name: tone, type: string, default: friendly}\n"
+            "outputs:\n  - {name: post, type: string}\n---\n\n"
+            f"[[fake:post-{k}]] Write a short post on the week from the commits and issues.\n")
+
+
+def show(stack: Stack, cwd: Path, build_id: str) -> dict[str, Any]:
+    proc = stack.cli("plan", "show", build_id, "--json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def until_stage(stack: Stack, cwd: Path, build_id: str, stage: str, round_: int = 1,
+                timeout_s: float = 90.0) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def there() -> bool:
+        seen.update(show(stack, cwd, build_id))
+        return seen["stage"] == stage and seen["round"] == round_
+
+    wait_until(there, timeout_s, f"build {build_id} {stage} (round {round_}): {seen}")
+    return seen
+
+
+def start(stack: Stack, vault: Path, task: str) -> tuple[subprocess.Popen[str], str]:
+    proc = stack.cli_popen("build", task, "--vault", str(vault), cwd=vault.parent)
+    assert proc.stderr is not None
+    line = proc.stderr.readline().strip()
+    assert line.startswith("run "), line
+    return proc, line.removeprefix("run ")
+
+
+def runs_called(stack: Stack, build_id: str | None, skill: str) -> list[PipelineRun]:
+    """The runs of ``skill`` the build's own step started (``build_id``), or any."""
+    query = select(PipelineRun).where(PipelineRun.skill == skill)
+    if build_id is not None:
+        query = query.where(PipelineRun.agent_call.startswith(f"{build_id}/"))
+    with transaction(stack.endpoints.database_url) as session:
+        rows = session.scalars(query.order_by(PipelineRun.created_at)).all()
+        session.expunge_all()
+        return list(rows)
+
+
+def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    feedback = "make the default tone friendly"
+    llm.load({
+        f"plan-{k}": [call("update_plan", **the_plan(k)), answer(summary="three skills"),
+                      call("update_plan", **the_plan(k, tone="friendly")),
+                      answer(summary="tone is friendly now")],
+        # its first script fails its case; it reads why, and fixes it
+        f"bc-{k}": [call("write_file", path="main.py", text=script("{'commits': []}")),
+                    call("run_tests"),
+                    {**call("write_file", path="main.py",
+                            text=script("{'commits': [inputs['repo'] + ': fix typo']}")),
+                     "expect_tool_result": "outputs do not contain"},
+                    call("run_tests"),
+                    {**answer(diagnosis="lists commits", deviations=[]),
+                     "expect_tool_result": '"passed":true'}],
+        f"bi-{k}": [call("write_file", path="main.py", text=script("{'issues': ['#1 bug']}")),
+                    call("run_tests"),
+                    answer(diagnosis="lists issues", deviations=[])],
+        f"bp-{k}": [call("write_file", path="SKILL.md", text=post_skill_md(k)),
+                    call("check_draft"), call("run_tests"),
+                    answer(diagnosis="writes the post",
+                           deviations=["its body asks for a short post"])],
+        # the built agent skill: its test case's run, then the compiled pipeline's
+        f"post-{k}": [answer(post="This week: x, y."), answer(post="This week: a/b.")],
+    })
+    proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] Each Monday, a short post "
+                           "on last week's commits and open issues of a repo")
+    try:
+        proposed = until_stage(healthy, vault.parent, build_id, "proposed")
+        # nothing is built before approval
+        assert proposed["skills"] == {}
+        assert not runs_called(healthy, build_id, "skillq-builder")
+        assert llm.requests(f"bc-{k}") == []
+        assert not (healthy.home / "builds" / build_id).exists()
+
+        revised = healthy.cli("plan", "revise", build_id, feedback, cwd=vault.parent)
+        assert revised.returncode == 0, revised.stderr
+        again = until_stage(healthy, vault.parent, build_id, "proposed", round_=2)
+        # the revision reached the planner, and its new plan is the one proposed
+        assert feedback in json.dumps(llm.bodies(f"plan-{k}")[2])
+        assert again["revisions"] == [feedback]
+        assert again["plan"]["skills"][2]["inputs"][2]["default"] == "friendly"
+        assert not runs_called(healthy, build_id, "skillq-builder")
+
+        approved = healthy.cli("approve", build_id, cwd=vault.parent)
+        assert approved.returncode == 0, approved.stderr
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, f"{out}\n{err}"
+
+    # the independent builds overlap; the dependent one starts after both ended
+    builders = {r.inputs["skill"]: r for r in runs_called(healthy, build_id, "skillq-builder")}
+    commits, issues, post = (builders[f"{n}-{k}"] for n in
+                             ("repo-commits", "repo-issues", "weekly-post"))
+    assert commits.created_at < issues.finished_at and issues.created_at < commits.finished_at
+    assert post.created_at > max(commits.finished_at, issues.finished_at)
+
+    # the builder whose first script failed read why, and passed the second time
+    cases = runs_called(healthy, None, f"repo-commits-{k}")
+    assert [r.source for r in cases] == ["build", "build"]
+    assert [r.state for r in cases] == ["succeeded", "succeeded"]
+    view = show(healthy, vault.parent, build_id)
+    assert view["stage"] == "built"
+    assert all(view["skills"][n]["state"] == "built" for n in builders)
+    assert view["plan"]["deviations"] == [f"weekly-post-{k}: its body asks for a short post"]
+
+    # the drafts are in the caller's vault, the orchestrator compiled from the plan
+    name = f"weekly-repo-post-{k}"
+    for folder in (name, *builders):
+        assert (vault / folder / "SKILL.md").is_file(), folder
+    assert "fix typo" in (vault / f"repo-commits-{k}" / "main.py").read_text()
+    assert f"skillq try {name}" in out and "cost $" in out
+
+    valid = healthy.cli("validate", "--vault", str(vault), cwd=vault.parent)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    ran = healthy.cli("run", name, "--vault", str(vault), "--input", "repo=a/b", "--json",
+                      cwd=vault.parent)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert json.loads(ran.stdout)["outputs"] == {"post": "This week: a/b."}
