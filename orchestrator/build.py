@@ -29,6 +29,7 @@ from shared.folder_store import FolderMismatch, unpack_folder
 from shared.plan import build_plan
 from shared.problems import Problem
 from shared.skillfiles import RunSource
+from shared.states import BuildStage, RunState
 from shared.vault import Vault, resolved_root
 
 __all__ = ["BuildView", "Landed", "build_view", "listed", "revise", "start_build",
@@ -76,7 +77,10 @@ class BuildView:
 
 def _view(session: Session, build: Build) -> BuildView:
     run = session.get(PipelineRun, build.run_id)
-    return BuildView(build.run_id, run.state if run else "?", build.stage, build.task,
+    stage = build.stage
+    if run is not None and RunState(run.state).terminal and not BuildStage(stage).ended:
+        stage = run.state  # cancelled (or lost) mid-way: it goes no further
+    return BuildView(build.run_id, run.state if run else "?", stage, build.task,
                      build.round, builds.plan_of(build), tuple(build.problems),
                      tuple(build.revisions), dict(build.skills),
                      build.error or (run.error if run else None), build.vault)

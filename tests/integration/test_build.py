@@ -232,3 +232,84 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
                       cwd=vault.parent)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert json.loads(ran.stdout)["outputs"] == {"post": "This week: a/b."}
+
+
+def small_plan(k: str, *, dependent: bool = True) -> dict[str, Any]:
+    """One code skill (its builder's conversation ``b-K``) and one depending on it."""
+    io = {"inputs": [{"name": "text", "type": "string", "required": True}],
+          "outputs": [{"name": "text", "type": "string"}]}
+    skills = [{"name": f"shout-{k}", "approach": "code", "work": ["deterministic"],
+               "responsibility": f"[[fake:b-{k}]] Upper-case a text.", **io,
+               "tests": [{"id": "shouts", "name": "Shouts", "inputs": {"text": "hi"},
+                          "expected": {"success": True, "text": "HI"}}]}]
+    steps = [{"id": "shout", "skill": f"shout-{k}", "with": {"text": "${inputs.text}"}}]
+    if dependent:
+        skills.append({"name": f"twice-{k}", "approach": "code", "work": ["deterministic"],
+                       "responsibility": f"[[fake:t-{k}]] Repeat a text twice.", **io,
+                       "depends_on": [f"shout-{k}"],
+                       "tests": [{"id": "twice", "name": "Twice", "inputs": {"text": "a"}}]})
+        steps.append({"id": "twice", "skill": f"twice-{k}",
+                      "with": {"text": "${steps.shout.outputs.text}"}})
+    return {"task": "Shout a text", "name": f"shouting-{k}", "description": "Shout a text.",
+            "inputs": io["inputs"], "steps": steps,
+            "outputs": [{"name": "text", "type": "string",
+                         "from": f"${{steps.{steps[-1]['id']}.outputs.text}}"}],
+            "skills": skills}
+
+
+def approved_build(stack: Stack, llm: FakeLLM, vault: Path, k: str, plan: dict[str, Any]
+                   ) -> tuple[subprocess.Popen[str], str]:
+    llm.script(f"plan-{k}", call("update_plan", **plan), answer(summary="planned"))
+    proc, build_id = start(stack, vault, f"[[fake:plan-{k}]] Shout a text")
+    until_stage(stack, vault.parent, build_id, "proposed")
+    approved = stack.cli("approve", build_id, cwd=vault.parent)
+    assert approved.returncode == 0, approved.stderr
+    return proc, build_id
+
+
+def test_a_builder_that_never_passes_is_reported_and_not_drafted(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    llm.script(f"b-{k}",
+               # a write outside its draft folder is refused, as a tool result it reads
+               call("write_file", path="../escape.py", text="print('out')"),
+               {**call("write_file", path="main.py", text=script("{'text': 'hi'}")),
+                "expect_tool_result": "leaves the skill's folder"},
+               call("run_tests"),
+               answer(diagnosis="it still returns the text as given", deviations=[]))
+    proc, build_id = approved_build(healthy, llm, vault, k, small_plan(k))
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, f"{out}\n{err}"
+
+    view = show(healthy, vault.parent, build_id)
+    shout = view["skills"][f"shout-{k}"]
+    assert shout["state"] == "failed"
+    assert "shouts: output 'text' is \"hi\", expected \"HI\"" in shout["why"]
+    assert shout["diagnosis"] == "it still returns the text as given"
+    assert view["skills"][f"twice-{k}"]["state"] == "skipped"
+    assert llm.requests(f"t-{k}") == []  # its dependent was never started
+    assert f"failed   shout-{k} (0/1 test cases passed)" in out
+    # nothing of it reached the vault, and nothing was written outside its draft folder
+    assert sorted(p.name for p in vault.iterdir()) == []
+    assert not (healthy.home / "builds" / build_id / "escape.py").exists()
+    assert not (healthy.home / "builds" / "escape.py").exists()
+
+
+def test_a_cancelled_build_leaves_no_draft(healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    llm.script(f"b-{k}",
+               call("write_file", path="main.py", text=script("{'text': 'HI'}")),
+               {**call("run_tests"), "delay_s": 60})  # a slow model: cancelled meanwhile
+    proc, build_id = approved_build(healthy, llm, vault, k, small_plan(k, dependent=False))
+    draft = healthy.home / "builds" / build_id / f"shout-{k}" / "main.py"
+    wait_until(lambda: draft.is_file() and "HI" in draft.read_text(), 60,
+               "the builder's first write")
+    cancelled = healthy.cli("cancel", build_id, cwd=vault.parent)
+    assert cancelled.returncode == 0, cancelled.stderr
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, f"{out}\n{err}"
+    assert show(healthy, vault.parent, build_id)["stage"] == "cancelled"
+    assert list(vault.iterdir()) == []
+    drafts = healthy.cli("plan", "drafts", build_id, "--vault", str(vault), cwd=vault.parent)
+    assert drafts.returncode == 0 and drafts.stdout == "", drafts.stdout + drafts.stderr
+    assert list(vault.iterdir()) == []
