@@ -13,6 +13,7 @@ from orchestrator.connect import Connection
 from orchestrator.dashboard import (
     pages_actions,
     pages_ask,
+    pages_builds,
     pages_ops,
     pages_runs,
     pages_skills,
@@ -47,7 +48,8 @@ async def _skillq_error(request: Request, exc: Exception) -> Response:
 def create_app(config: DashboardConfig, conn: Connection) -> Starlette:
     app = Starlette(
         routes=[*pages_skills.routes, *pages_actions.routes, *pages_runs.routes,
-                *pages_ops.routes, *pages_ask.routes, *pages_waits.routes, *pages_try.routes],
+                *pages_ops.routes, *pages_ask.routes, *pages_waits.routes, *pages_try.routes,
+                *pages_builds.routes],
         middleware=[Middleware(
             DashboardGuard, credentials=config.credentials,
             hosts=host_policy(config.host, config.port, config.hosts),
