@@ -23,12 +23,14 @@ from shared.states import BuildStage, check_build
 
 
 def open_build(session: Session, run_id: str, *, vault: str, task: str,
-               note_id: int | None = None) -> Build:
+               note_id: int | None = None, improves: str | None = None,
+               daemon: str | None = None) -> Build:
     """The build of run ``run_id``, locked: as recorded, else new and planning. The
     client that starts a build and its step may both open it first."""
     session.execute(insert(Build).values(
         run_id=run_id, vault=vault, task=task, stage=BuildStage.PLANNING.value, round=1,
-        problems=[], revisions=[], skills={}, note_id=note_id).on_conflict_do_nothing())
+        problems=[], revisions=[], skills={}, note_id=note_id, improves=improves,
+        daemon=daemon).on_conflict_do_nothing())
     found = get(session, run_id, for_update=True)
     assert found is not None
     return found

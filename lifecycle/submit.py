@@ -28,11 +28,12 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
                source: str, triggered_by: str | None = None,
                parent_step_run_id: str | None = None, workdir: str | None = None,
                plan: Plan | None = None, agent_call: str | None = None,
-               model: str | None = None) -> str:
+               model: str | None = None, daemon: str | None = None) -> str:
     """Insert a pending run of ``skill`` (the caller commits, then requests an advance).
-    ``model``: the model its agent steps are asked to run on (execute_skill's)."""
+    ``model``: the model its agent steps are asked to run on (execute_skill's);
+    ``daemon``: the one daemon its steps run on (a build's `--daemon`)."""
     inputs = resolve_inputs(skill.manifest, given, session=session)  # stores file inputs
-    plan = plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
+    plan = (plan or build_plan(skill, vault.skills, inputs, workdir=workdir)).pinned_to(daemon)
     if model:
         resolve_model(model, where="execute_skill's model")  # AgentError when unknown
         plan = plan.with_requested_model(model)

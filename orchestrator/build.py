@@ -6,6 +6,7 @@ whole, under a temporary name renamed into place, or not at all."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from shared.build_plan import BuildPlan
 from shared.builtin import BUILD, builtin_skill
 from shared.db.build_models import Build
 from shared.db.models import PipelineRun
+from shared.db.notes_models import ImprovementNote
 from shared.db.session import transaction
 from shared.errors import BuildError, InputError, NoWorker
 from shared.folder_store import FolderMismatch, unpack_folder
 from shared.plan import build_plan
 from shared.problems import Problem
+from shared.readonly import make_writable
 from shared.skillfiles import RunSource
 from shared.states import BuildStage, RunState
 from shared.vault import Vault, resolved_root
@@ -36,26 +39,50 @@ __all__ = ["BuildView", "Landed", "build_view", "listed", "revise", "start_build
            "usage", "write_drafts"]
 
 
-def start_build(conn: Connection, vault: Vault, task: str, *, note: str = "",
-                model: str | None = None, workdir: str | None = None,
-                triggered_by: str = "cli") -> str:
-    """Record a build and set it moving; its run id (the build's id)."""
+def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | None = None,
+                model: str | None = None, daemon: str | None = None,
+                workdir: str | None = None, triggered_by: str = "cli") -> str:
+    """Record a build and set it moving; its run id (the build's id). ``note_id``: an
+    improvement note it starts from, planning a new version of that note's skill;
+    ``daemon``: the daemon every stage runs on."""
+    note, improves = "", None
+    if note_id is not None:
+        note, improves = _note(conn, vault, note_id)
+        task = task.strip() or f"Improve the skill '{improves}' as improvement note " \
+            f"#{note_id} says."
     if not task.strip():
         raise InputError([Problem("skillq build", "TASK", "say what the pipeline is to do, "
                                   "e.g. skillq build \"each Monday, post last week's "
                                   "commits\"")])
     skill = builtin_skill(BUILD)
     assert skill is not None  # shipped with the package
-    given = {"task": task, "note": note, "model": model or ""}
-    plan = build_plan(skill, vault.skills, given, workdir=workdir)
+    given = {"task": task, "note": note, "model": model or "", "daemon": daemon or ""}
+    plan = build_plan(skill, vault.skills, given, workdir=workdir).pinned_to(daemon)
     missing, daemons = routes(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
     run_id = launch(conn, vault, skill, given, plan=plan, source=RunSource.BUILD.value,
                     triggered_by=triggered_by, workdir=workdir, daemons=daemons)
     with transaction(conn.endpoints.database_url) as session:  # `plan show` has it at once
-        builds.open_build(session, run_id, vault=str(resolved_root(vault.root)), task=task)
+        builds.open_build(session, run_id, vault=str(resolved_root(vault.root)), task=task,
+                          note_id=note_id, improves=improves, daemon=daemon)
     return run_id
+
+
+def _note(conn: Connection, vault: Vault, note_id: int) -> tuple[str, str]:
+    """The note as the planner reads it, and the skill it is on (in this vault)."""
+    with transaction(conn.endpoints.database_url) as session:
+        note = session.get(ImprovementNote, note_id)
+        if note is None:
+            raise BuildError(f"no improvement note #{note_id}; `skillq notes` lists them")
+        text = (f"Improvement note #{note.id} on skill '{note.skill}' v{note.version} (step "
+                f"'{note.step_id}' of {note.pipeline}, seen {note.count} time(s)):\n"
+                f"- what happened: {note.summary}\n- error: {note.error}\n"
+                f"- diagnosis: {note.diagnosis}\n- suggested fix: {note.suggested_fix}\n"
+                f"- inputs (secrets hidden): {json.dumps(note.inputs, ensure_ascii=False)}")
+        skill = note.skill
+    vault.get(skill)  # SkillNotFound, naming the vault: a note on a skill it does not have
+    return text, skill
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +100,9 @@ class BuildView:
     skills: dict[str, Any]
     error: str | None
     vault: str
+    note_id: int | None  # --from-note: the note it starts from
+    improves: str | None  # the skill it plans a new version of
+    daemon: str | None
 
 
 def _view(session: Session, build: Build) -> BuildView:
@@ -83,7 +113,8 @@ def _view(session: Session, build: Build) -> BuildView:
     return BuildView(build.run_id, run.state if run else "?", stage, build.task,
                      build.round, builds.plan_of(build), tuple(build.problems),
                      tuple(build.revisions), dict(build.skills),
-                     build.error or (run.error if run else None), build.vault)
+                     build.error or (run.error if run else None), build.vault,
+                     build.note_id, build.improves, build.daemon)
 
 
 def listed(conn: Connection, limit: int = 50) -> list[BuildView]:
@@ -124,8 +155,9 @@ def write_drafts(conn: Connection, run_id: str, vault_root: Path, *,
             raise BuildError(f"no build {run_id}; `skillq plans` lists them")
         for name, entry in sorted(build.skills.items()):
             draft = entry.get("draft") if entry.get("state") == "built" else None
-            if draft:
-                landed.append(_land(session, name, draft, vault_root, replace))
+            if draft:  # a new version of a skill (--from-note) takes its folder's place
+                landed.append(_land(session, name, draft, vault_root,
+                                    replace or name == build.improves))
     return landed
 
 
@@ -141,7 +173,8 @@ def _land(session: Session, name: str, draft: dict[str, Any], vault_root: Path,
             unpack_folder(session, draft, staged)
         except (FolderMismatch, KeyError) as exc:
             return Landed(name, None, f"not written: {exc}")
-        if dest.exists():
+        if dest.exists():  # its published version stays in the store (`skillq rollback`)
+            make_writable(dest)
             shutil.rmtree(dest)
         staged.rename(dest)
     return Landed(name, dest)

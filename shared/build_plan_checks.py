@@ -38,15 +38,18 @@ class PlanProblem:
         return f"{self.field}: {self.message}"
 
 
-def check_plan(plan: BuildPlan, vault: Mapping[str, Skill]) -> list[PlanProblem]:
-    """Every problem of ``plan``, against the vault's skills (``vault``) it may reuse."""
-    found = list(_shape(plan, vault))
+def check_plan(plan: BuildPlan, vault: Mapping[str, Skill],
+               improving: frozenset[str] = frozenset()) -> list[PlanProblem]:
+    """Every problem of ``plan``, against the vault's skills (``vault``) it may reuse;
+    ``improving``: those of them it plans a new version of (`skillq build --from-note`)."""
+    found = list(_shape(plan, vault, improving))
     if not found:  # compiled only when its parts are sound: one cause, one message
         found += _compiled(plan, vault)
     return found
 
 
-def _shape(plan: BuildPlan, vault: Mapping[str, Skill]) -> Iterator[PlanProblem]:
+def _shape(plan: BuildPlan, vault: Mapping[str, Skill], improving: frozenset[str]
+           ) -> Iterator[PlanProblem]:
     for problem in agentskills.name_problems(plan.name, None):
         yield PlanProblem("name", problem)
     names = [s.name for s in plan.skills]
@@ -57,7 +60,7 @@ def _shape(plan: BuildPlan, vault: Mapping[str, Skill]) -> Iterator[PlanProblem]
         if names.count(skill.name) > 1 or skill.name == plan.name:
             yield PlanProblem(f"{at}.name", f"'{skill.name}' is planned twice; name each "
                               "skill once")
-        if skill.built and skill.name in vault:
+        if skill.built and skill.name in vault and skill.name not in improving:
             yield PlanProblem(f"{at}.name", f"the vault has a skill '{skill.name}' already: "
                               f"reuse it (reuse: {skill.name}) or name the new one otherwise")
         if skill.reuse is not None and skill.reuse not in vault:

@@ -79,6 +79,15 @@ class Plan(Frozen):
             s.model_copy(update={"agent": s.agent.model_copy(update={"requested": model})})
             if s.agent is not None else s for s in self.steps)})
 
+    def pinned_to(self, daemon: str | None) -> Plan:
+        """The plan with every step pinned to ``daemon`` (a build's `--daemon`: each of
+        its stages runs there); as it is for None."""
+        if not daemon:
+            return self
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"requires": s.requires.model_copy(
+                update={"daemon": daemon})}) for s in self.steps)})
+
     def with_mcp_servers(self, names: Sequence[str]) -> Plan:
         """The plan with its agent steps given the tools of MCP servers ``names`` too, and
         routed by them (`skillq ask`'s: the servers the skills a person invoked require)."""

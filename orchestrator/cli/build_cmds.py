@@ -37,8 +37,15 @@ def register(app: typer.Typer) -> None:
 
 
 def build(
-    task: Annotated[str, typer.Argument(help="What the pipeline is to do, in your words.")],
+    task: Annotated[str, typer.Argument(
+        help="What the pipeline is to do, in your words (with --from-note: optional).")] = "",
     vault_opt: VaultOption = None,
+    from_note: Annotated[int | None, typer.Option(
+        "--from-note", help="Start from improvement note N (`skillq notes`): plan a new "
+        "version of its skill.", show_default=False)] = None,
+    daemon: Annotated[str | None, typer.Option(
+        "--daemon", help="Run every stage on this daemon (its tools and software); the "
+        "drafts still land in this vault.", show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="provider:model the planner and builders run on (default: each "
         "daemon's SKILLQ_AGENT_MODEL).")] = None,
@@ -52,7 +59,8 @@ def build(
 
     loaded = common.vault(vault_opt)
     conn = connect()
-    run_id = start_build(conn, loaded, task, model=model, workdir=str(Path.cwd()))
+    run_id = start_build(conn, loaded, task, note_id=from_note, model=model, daemon=daemon,
+                         workdir=str(Path.cwd()))
     announce(run_id)
     if detach:
         print(run_id)
@@ -146,10 +154,13 @@ def show(run_id: BuildIdArg, as_json: JsonOption = False) -> None:
             "id": view.run_id, "stage": view.stage, "run": view.run_state, "round": view.round,
             "task": view.task, "plan": view.plan.model_dump(mode="json", by_alias=True)
             if view.plan else None, "problems": list(view.problems),
-            "revisions": list(view.revisions), "skills": view.skills, "error": view.error},
+            "revisions": list(view.revisions), "skills": view.skills, "error": view.error,
+            "note_id": view.note_id, "improves": view.improves, "daemon": view.daemon},
             ensure_ascii=False))
         return
     print(f"build {view.run_id}: {view.stage} (round {view.round}; run {view.run_state})")
+    if view.note_id is not None:
+        print(f"from improvement note #{view.note_id}: a new version of {view.improves}")
     print(plan_md(view.plan) if view.plan else "no plan yet")
     for problem in view.problems:
         print(f"problem: {problem}")

@@ -30,8 +30,23 @@ class Build(Base):
     # {skill: {"state": built|failed|skipped, "run_id", "tests", "diagnosis", "draft"}}
     skills: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     note_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # --from-note
+    improves: Mapped[str | None] = mapped_column(String(64), nullable=True)  # its skill
+    daemon: Mapped[str | None] = mapped_column(String(128), nullable=True)  # --daemon
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+
+
+class DraftToolResult(Base):
+    """What a builder's tool call answered, by the call (``<run>/<step>/<item>#<tool call
+    id>``): a builder that runs again replays its model's turns, and each call's answer
+    must be the one its model read the first time (workers/agent/tool_journal.py)."""
+
+    __tablename__ = "draft_tool_results"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    result: Mapped[Any] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now())

@@ -24,6 +24,7 @@ from support.fake_llm import FakeLLM
 
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
+from shared.notes import StepFailure, leave_note
 
 pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
@@ -313,3 +314,56 @@ def test_a_cancelled_build_leaves_no_draft(healthy: Stack, llm: FakeLLM, vault: 
     drafts = healthy.cli("plan", "drafts", build_id, "--vault", str(vault), cwd=vault.parent)
     assert drafts.returncode == 0 and drafts.stdout == "", drafts.stdout + drafts.stderr
     assert list(vault.iterdir()) == []
+
+
+def test_from_note_plans_a_new_version_of_the_noted_skill_with_the_note_preloaded(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    name = f"shout-{k}"
+    folder = vault / name
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: Upper-case a text.\nversion: 1\n"
+        "inputs:\n  - {name: text, type: string, required: true}\n"
+        "outputs:\n  - {name: text, type: string}\n"
+        "run: {command: python3 main.py, timeout: 30, retries: 0}\n---\n\nShout it.\n")
+    (folder / "main.py").write_text(script("{'text': inputs['text']}"))  # the bug: as given
+    with transaction(healthy.endpoints.database_url) as session:
+        note_id = leave_note(session, StepFailure(
+            skill=name, version=1, step_id=name, pipeline=name, run_id="run-noted",
+            step_run_id=f"run-noted/{name}/-1/1", error="it returned 'hi' for 'hi', not 'HI'",
+            error_kind="failed", exit_code=0, inputs={"text": "hi"}), secrets={})
+    assert note_id is not None
+    plan = small_plan(k, dependent=False)
+    plan.update(steps=[], outputs=[], name=f"shout-fix-{k}")
+    plan["skills"][0]["responsibility"] = f"[[fake:b-{k}]] Upper-case a text."
+    llm.script(f"plan-{k}", call("update_plan", **plan), answer(summary="fix the case"))
+    llm.script(f"b-{k}",
+               call("read_file", path="main.py"),
+               {**call("write_file", path="main.py",
+                       text=script("{'text': inputs['text'].upper()}")),
+                "expect_tool_result": "inputs['text']"},  # it started from the current files
+               call("run_tests"),
+               answer(diagnosis="upper-cases now", deviations=[]))
+    proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] fix it", "--from-note", str(note_id),
+                             "--vault", str(vault), cwd=vault.parent)
+    assert proc.stderr is not None
+    build_id = proc.stderr.readline().strip().removeprefix("run ")
+    try:
+        proposed = until_stage(healthy, vault.parent, build_id, "proposed")
+        # the note reached the planner with the skill it is on
+        first = json.dumps(llm.bodies(f"plan-{k}")[0])
+        assert f"Improvement note #{note_id} on skill '{name}'" in first
+        assert "it returned 'hi' for 'hi', not 'HI'" in first
+        assert (proposed["note_id"], proposed["improves"]) == (note_id, name)
+        approved = healthy.cli("approve", build_id, cwd=vault.parent)
+        assert approved.returncode == 0, approved.stderr
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, f"{out}\n{err}\n{show(healthy, vault.parent, build_id)}"
+    # the new version took the skill's place as a draft; no pipeline was compiled
+    assert ".upper()" in (folder / "main.py").read_text()
+    assert sorted(p.name for p in vault.iterdir()) == [name]
+    assert show(healthy, vault.parent, build_id)["skills"][name]["tested"]["passed"] is True

@@ -45,6 +45,7 @@ class DraftTests:
     row_id: str  # the builder's attempt
     build_id: str
     folder: Path  # the draft: <build root>/<skill>
+    daemon: str | None = None  # the build's --daemon: its cases run there too
     waiting: list[str] = field(default_factory=list)
 
     def _draft(self) -> tuple[Skill | None, list[str]]:
@@ -96,7 +97,7 @@ class DraftTests:
             try:
                 run_id = create_run(session, vault, skill, dict(case.inputs),
                                     source=RunSource.BUILD.value,
-                                    triggered_by=f"test:{case.id}",
+                                    triggered_by=f"test:{case.id}", daemon=self.daemon,
                                     parent_step_run_id=self.row_id, agent_call=key)
             except SkillqError as exc:  # its inputs refused: judged as `skillq test` does
                 return Outcome(REFUSED, error=str(exc))

@@ -35,6 +35,7 @@ class PlanTool:
     database_url: str
     build_id: str
     vault_skills: dict[str, Skill]
+    improving: frozenset[str] = frozenset()  # vault skills it plans a new version of
 
     def update_plan(self, **given: Any) -> str:
         try:
@@ -43,7 +44,8 @@ class PlanTool:
             found = list(problems_from(exc, BuildPlan, lambda loc, msg: f"{_field(loc)}: {msg}"))
             return "error: the plan does not fit its type; fix these and call again:\n- " + \
                 "\n- ".join(found)
-        problems = [str(p) for p in check_plan(plan, self.vault_skills)]
+        problems = [str(p) for p in check_plan(plan, self.vault_skills,
+                                                    improving=self.improving)]
         with transaction(self.database_url) as session:
             builds.store_plan(session, self.build_id, plan, problems)
         if problems:

@@ -5,6 +5,7 @@ Revises: 0017
 Create Date: 2026-12-07 17:40:00
 
 - builds: one row per `skillq build`, keyed by its run (shared/db/build_models.py).
+- draft_tool_results: what each builder tool call answered, for its replays.
 """
 
 import sqlalchemy as sa
@@ -31,6 +32,8 @@ def upgrade() -> None:
         sa.Column("revisions", postgresql.JSONB(), nullable=False, server_default="[]"),
         sa.Column("skills", postgresql.JSONB(), nullable=False, server_default="{}"),
         sa.Column("note_id", sa.Integer(), nullable=True),
+        sa.Column("improves", sa.String(64), nullable=True),
+        sa.Column("daemon", sa.String(128), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
                   server_default=sa.func.now()),
@@ -39,5 +42,15 @@ def upgrade() -> None:
     )
 
 
+    op.create_table(
+        "draft_tool_results",
+        sa.Column("key", sa.String(255), primary_key=True),
+        sa.Column("result", postgresql.JSONB(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
+                  server_default=sa.func.now()),
+    )
+
+
 def downgrade() -> None:
+    op.drop_table("draft_tool_results")
     op.drop_table("builds")
