@@ -21,6 +21,7 @@ import pytest
 from conftest import Stack, wait_until
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
+from support.netns import namespaced_daemon
 
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
@@ -367,3 +368,44 @@ def test_from_note_plans_a_new_version_of_the_noted_skill_with_the_note_preloade
     assert ".upper()" in (folder / "main.py").read_text()
     assert sorted(p.name for p in vault.iterdir()) == [name]
     assert show(healthy, vault.parent, build_id)["skills"][name]["tested"]["passed"] is True
+
+
+def test_daemon_runs_every_stage_there_and_the_drafts_land_in_the_callers_vault(
+        healthy: Stack, llm: FakeLLM, vault: Path, tmp_path: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    name = f"builder-{k}"  # a machine of its own: its own network namespace and home
+    env = {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5"}
+    with namespaced_daemon(healthy, tmp_path / "remote-home", name,
+                           queues="control,agent,default", concurrency=2, env=env,
+                           forward_urls=[llm.url]) as remote:
+        llm.script(f"b-{k}", call("write_file", path="main.py",
+                                  text=script("{'text': inputs['text'].upper()}")),
+                   call("run_tests"), answer(diagnosis="shouts", deviations=[]))
+        llm.script(f"plan-{k}", call("update_plan", **small_plan(k, dependent=False)),
+                   answer(summary="planned"))
+        proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] Shout a text", "--daemon",
+                                 name, "--vault", str(vault), cwd=vault.parent)
+        assert proc.stderr is not None
+        build_id = proc.stderr.readline().strip().removeprefix("run ")
+        try:
+            until_stage(healthy, vault.parent, build_id, "proposed")
+            approved = healthy.cli("approve", build_id, cwd=vault.parent)
+            assert approved.returncode == 0, approved.stderr
+            out, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, f"{out}\n{err}"
+        # every stage ran there: the build's own step, its planner, its builder and the
+        # builder's test case
+        runs = [build_id, *(r.id for r in runs_called(healthy, build_id, "skillq-planner")),
+                *(r.id for r in runs_called(healthy, build_id, "skillq-builder")),
+                *(r.id for r in runs_called(healthy, None, f"shout-{k}"))]
+        assert len(runs) == 4
+        for run_id in runs:
+            for step in healthy.steps(run_id):
+                assert (step.daemon, step.worker) == (name, f"d@{name}"), (run_id, step)
+        # its drafts were written on that machine, and landed in the caller's vault
+        assert (remote.home / "builds" / build_id / f"shout-{k}" / "main.py").is_file()
+        assert not (healthy.home / "builds" / build_id).exists()
+        assert ".upper()" in (vault / f"shout-{k}" / "main.py").read_text()

@@ -9,21 +9,18 @@ tests/integration/vaults/daemons.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from conftest import VAULTS, RunResult, Stack, copy_vault, kill_pids, skillq_argv, wait_until
+from support.netns import NamespacedDaemon, namespaced_daemon
 
 from shared.db.daemon_models import DaemonWorker
 
@@ -164,93 +161,18 @@ def test_software_no_daemon_has_is_named_with_who_lacks_it(
 
 # -- a daemon behind its own network namespace ------------------------------------------
 
-class Forwarder:
-    """TCP forwarding from an address on the host's end of a veth link to a loopback port
-    (the embedded Redis and PostgreSQL listen on 127.0.0.1 only)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def forward(self, host: str, port: int) -> None:
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError):
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            writer.close()
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-        future = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(handle, host, port), self.loop)
-        future.result(timeout=10)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-
-
 @pytest.fixture(scope="module")
-def namespaced(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+def namespaced(stack: Stack, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[NamespacedDaemon]:
     """Daemon ``gamma`` in network namespace of its own, reaching the broker and the
-    database only over a veth link (10.231.x.1 on the host side, .2 inside)."""
-    tag = os.getpid() % 200 + 20
-    ns, host_end, ns_end = f"sq{tag}", f"sqh{tag}", f"sqn{tag}"
-    host_ip, ns_ip = f"10.231.{tag}.1", f"10.231.{tag}.2"
-    if shutil.which("ip") is None or _ip("netns", "add", ns).returncode != 0:
-        pytest.skip("this machine does not allow network namespaces (needs root and iproute2)")
-    forwarder = Forwarder()
-    daemon = None
-    try:
-        for args in (("link", "add", host_end, "type", "veth", "peer", "name", ns_end),
-                     ("link", "set", ns_end, "netns", ns),
-                     ("addr", "add", f"{host_ip}/30", "dev", host_end),
-                     ("link", "set", host_end, "up"),
-                     ("netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/30", "dev", ns_end),
-                     ("netns", "exec", ns, "ip", "link", "set", ns_end, "up"),
-                     ("netns", "exec", ns, "ip", "link", "set", "lo", "up")):
-            done = _ip(*args)
-            assert done.returncode == 0, (args, done.stderr)
-        env = dict(stack.env)
-        ports: set[int] = set()
-        for key in ("SKILLQ_BROKER_URL", "SKILLQ_RESULT_BACKEND", "SKILLQ_DATABASE_URL"):
-            if key in env:
-                url = urlsplit(env[key])
-                assert url.port is not None
-                ports.add(url.port)
-                env[key] = env[key].replace(f"@{url.hostname}:", f"@{host_ip}:").replace(
-                    f"//{url.hostname}:", f"//{host_ip}:")
-        for port in sorted(ports):
-            forwarder.forward(host_ip, port)
-        home = tmp_path_factory.mktemp("gamma-home")
-        env.update(FAST, SKILLQ_HOME=str(home))
-        log = (home / "worker.log").open("ab")
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "workers.main", "--queues",
-             "default", "--concurrency", "1", "--name", "d", "--daemon", "gamma"],
-            env=env, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        daemon = Daemon("gamma", proc, home)
-        wait_until(lambda: announced(stack, "d@gamma"), 60, "daemon gamma to announce itself "
-                   f"through the veth link (log: {home / 'worker.log'})")
+    database only over a veth link (support/netns.py)."""
+    with namespaced_daemon(stack, tmp_path_factory.mktemp("gamma-home"), "gamma",
+                           queues="default", env=FAST) as daemon:
         yield daemon
-    finally:
-        if daemon is not None:
-            daemon.stop()
-        forwarder.close()
-        _ip("link", "del", host_end)
-        _ip("netns", "del", ns)
 
 
 def test_a_daemon_in_its_own_network_namespace_runs_its_pinned_step(
-        healthy: Stack, namespaced: Daemon, run_skill: RunSkill, tmp_path: Path) -> None:
+        healthy: Stack, namespaced: NamespacedDaemon, run_skill: RunSkill, tmp_path: Path) -> None:
     vault = copy_vault(VAULTS / "daemons", tmp_path / "vault")
     manifest = vault / "on-beta" / "SKILL.md"
     manifest.write_text(manifest.read_text().replace("daemon: beta", "daemon: gamma"))
