@@ -28,12 +28,15 @@ def create_run(session: Session, vault: Vault, skill: Skill, given: Mapping[str,
                source: str, triggered_by: str | None = None,
                parent_step_run_id: str | None = None, workdir: str | None = None,
                plan: Plan | None = None, agent_call: str | None = None,
-               model: str | None = None, daemon: str | None = None) -> str:
+               model: str | None = None, daemon: str | None = None,
+               budget_usd: float | None = None) -> str:
     """Insert a pending run of ``skill`` (the caller commits, then requests an advance).
     ``model``: the model its agent steps are asked to run on (execute_skill's);
-    ``daemon``: the one daemon its steps run on (a build's `--daemon`)."""
+    ``daemon``: the one daemon its steps run on (a build's `--daemon`); ``budget_usd``:
+    what each of its agent steps may spend at most (a build's share of its budget)."""
     inputs = resolve_inputs(skill.manifest, given, session=session)  # stores file inputs
-    plan = (plan or build_plan(skill, vault.skills, inputs, workdir=workdir)).pinned_to(daemon)
+    plan = (plan or build_plan(skill, vault.skills, inputs, workdir=workdir)
+            ).pinned_to(daemon).with_budget(budget_usd)
     if model:
         resolve_model(model, where="execute_skill's model")  # AgentError when unknown
         plan = plan.with_requested_model(model)

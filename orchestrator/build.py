@@ -41,10 +41,11 @@ __all__ = ["BuildView", "Landed", "build_view", "listed", "revise", "start_build
 
 def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | None = None,
                 model: str | None = None, daemon: str | None = None,
-                workdir: str | None = None, triggered_by: str = "cli") -> str:
+                budget_usd: float | None = None, workdir: str | None = None,
+                triggered_by: str = "cli") -> str:
     """Record a build and set it moving; its run id (the build's id). ``note_id``: an
     improvement note it starts from, planning a new version of that note's skill;
-    ``daemon``: the daemon every stage runs on."""
+    ``daemon``: the daemon every stage runs on; ``budget_usd``: what it may spend."""
     note, improves = "", None
     if note_id is not None:
         note, improves = _note(conn, vault, note_id)
@@ -56,7 +57,11 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
                                   "commits\"")])
     skill = builtin_skill(BUILD)
     assert skill is not None  # shipped with the package
-    given = {"task": task, "note": note, "model": model or "", "daemon": daemon or ""}
+    if budget_usd is not None and budget_usd <= 0:
+        raise InputError([Problem("skillq build", "--budget-usd", "give a budget above 0 "
+                                  "USD, or none for no limit")])
+    given = {"task": task, "note": note, "model": model or "", "daemon": daemon or "",
+             "budget_usd": budget_usd or 0}
     plan = build_plan(skill, vault.skills, given, workdir=workdir).pinned_to(daemon)
     missing, daemons = routes(conn, vault, plan)
     if missing:

@@ -28,6 +28,7 @@ class AgentModel(Frozen):
     model: str | None = None
     override: bool = False  # the skill's model_override
     requested: str | None = None  # the model an execute_skill call asked for
+    budget_usd: float | None = None  # a cap its caller set (a build's share of its budget)
 
     def ref_args(self, daemon_default: str | None) -> tuple[str | None, bool, str | None,
                                                           str | None]:
@@ -77,6 +78,15 @@ class Plan(Frozen):
         ``model``: the skill's model_override still wins, effective_model)."""
         return self.model_copy(update={"steps": tuple(
             s.model_copy(update={"agent": s.agent.model_copy(update={"requested": model})})
+            if s.agent is not None else s for s in self.steps)})
+
+    def with_budget(self, usd: float | None) -> Plan:
+        """The plan with its agent steps' turns capped at ``usd`` each (their skill's own
+        budget_usd, if lower, still holds); as it is for None."""
+        if usd is None:
+            return self
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"agent": s.agent.model_copy(update={"budget_usd": usd})})
             if s.agent is not None else s for s in self.steps)})
 
     def pinned_to(self, daemon: str | None) -> Plan:

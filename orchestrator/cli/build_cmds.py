@@ -43,6 +43,9 @@ def build(
     from_note: Annotated[int | None, typer.Option(
         "--from-note", help="Start from improvement note N (`skillq notes`): plan a new "
         "version of its skill.", show_default=False)] = None,
+    budget_usd: Annotated[float | None, typer.Option(
+        "--budget-usd", help="What the whole build may spend (its agents' model turns, "
+        "USD); none by default.", show_default=False)] = None,
     daemon: Annotated[str | None, typer.Option(
         "--daemon", help="Run every stage on this daemon (its tools and software); the "
         "drafts still land in this vault.", show_default=False)] = None,
@@ -60,6 +63,7 @@ def build(
     loaded = common.vault(vault_opt)
     conn = connect()
     run_id = start_build(conn, loaded, task, note_id=from_note, model=model, daemon=daemon,
+                         budget_usd=budget_usd,
                          workdir=str(Path.cwd()))
     announce(run_id)
     if detach:

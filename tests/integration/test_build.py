@@ -409,3 +409,32 @@ def test_daemon_runs_every_stage_there_and_the_drafts_land_in_the_callers_vault(
         assert (remote.home / "builds" / build_id / f"shout-{k}" / "main.py").is_file()
         assert not (healthy.home / "builds" / build_id).exists()
         assert ".upper()" in (vault / f"shout-{k}" / "main.py").read_text()
+
+
+def test_a_budget_stops_the_build_before_a_stage_it_cannot_pay_for(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    llm.script(f"plan-{k}", call("update_plan", **small_plan(k, dependent=False)),
+               answer(summary="planned"))  # each turn: $0.0004 at claude-haiku-4-5
+    llm.script(f"b-{k}", answer(diagnosis="never asked", deviations=[]))
+    proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] Shout a text", "--budget-usd",
+                             "0.0006", "--vault", str(vault), cwd=vault.parent)
+    assert proc.stderr is not None
+    build_id = proc.stderr.readline().strip().removeprefix("run ")
+    try:
+        until_stage(healthy, vault.parent, build_id, "proposed")
+        (planner,) = runs_called(healthy, build_id, "skillq-planner")
+        # the planner was given what was left (all of it): its turns are capped there
+        assert planner.plan["steps"][0]["agent"]["budget_usd"] == pytest.approx(0.0006)
+        approved = healthy.cli("approve", build_id, cwd=vault.parent)
+        assert approved.returncode == 0, approved.stderr
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, f"{out}\n{err}"
+    view = show(healthy, vault.parent, build_id)
+    assert view["stage"] == "failed"
+    assert "budget of $0.0006 spent ($0.0008)" in view["error"]
+    assert not runs_called(healthy, build_id, "skillq-builder")
+    assert llm.requests(f"b-{k}") == []

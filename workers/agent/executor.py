@@ -119,6 +119,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                    questions: Questions | None = None,
                    extra_tools: Sequence[Tool[None]] = (),
                    requested_model: str | None = None,
+                   budget_usd: float | None = None,
                    mcp_servers: Sequence[str] | None = None,
                    prompt_for: Callable[[bool], StepPrompt] | None = None,
                    text_output: str | None = None,
@@ -130,7 +131,7 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
     ``text_output`` names the output a plain-text answer is recorded as; ``on_text`` is
     given the answer's text as the model streams it; ``mcp_servers`` those whose tools it
     gets (default: its skill's requires.mcp); ``questions`` its ask_question tool, when
-    someone can answer."""
+    someone can answer; ``budget_usd`` a cap its caller set beside the skill's own."""
     attempt_id = AttemptId.parse(row_id)
     key = TurnKey(attempt_id.run_id, attempt_id.step_id, attempt_id.item)
     m = skill.manifest
@@ -152,7 +153,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         skill, inputs, catalog_skills,
         prompt_budget_chars=ctx.settings.agent_prompt_budget_chars,
         catalog_budget_chars=ctx.settings.agent_catalog_budget_chars, tool_calls=tool_calls)
-    turns = Turns(ctx.database_url, key, attempt, m.budget_usd, row_id)
+    caps = [b for b in (m.budget_usd, budget_usd) if b is not None]
+    turns = Turns(ctx.database_url, key, attempt, min(caps) if caps else None, row_id)
     model = RecordedModel(wrapped, turns, str(ref), on_text=on_text)
     allowed = list(prompt.catalog) if tool_calls else []
     # the vault's folder: a built-in skill's own folder (shared/builtin/) holds no others

@@ -80,6 +80,7 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                                       or ctx.settings.question_timeout_s),
                                 secrets=secrets) if asks else None,
             requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
+            budget_usd=(planned.get("agent") or {}).get("budget_usd"),
             # the servers it was routed by: its skill's, and for an ask the invoked skills'
             mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or ()) or None,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
