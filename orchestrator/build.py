@@ -109,6 +109,16 @@ class BuildView:
     improves: str | None  # the skill it plans a new version of
     daemon: str | None
 
+    def as_json(self) -> dict[str, Any]:
+        """As `skillq plan show --json` prints it (and the dashboard answers JSON)."""
+        return {"id": self.run_id, "stage": self.stage, "run": self.run_state,
+                "round": self.round, "task": self.task,
+                "plan": self.plan.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                if self.plan else None, "problems": list(self.problems),
+                "revisions": list(self.revisions), "skills": self.skills,
+                "error": self.error, "note_id": self.note_id, "improves": self.improves,
+                "daemon": self.daemon}
+
 
 def _view(session: Session, build: Build) -> BuildView:
     run = session.get(PipelineRun, build.run_id)

@@ -154,13 +154,7 @@ def show(run_id: BuildIdArg, as_json: JsonOption = False) -> None:
 
     view = build_view(connect(workers=False), run_id)
     if as_json:
-        print(json.dumps({
-            "id": view.run_id, "stage": view.stage, "run": view.run_state, "round": view.round,
-            "task": view.task, "plan": view.plan.model_dump(mode="json", by_alias=True)
-            if view.plan else None, "problems": list(view.problems),
-            "revisions": list(view.revisions), "skills": view.skills, "error": view.error,
-            "note_id": view.note_id, "improves": view.improves, "daemon": view.daemon},
-            ensure_ascii=False))
+        print(json.dumps(view.as_json(), ensure_ascii=False))
         return
     print(f"build {view.run_id}: {view.stage} (round {view.round}; run {view.run_state})")
     if view.note_id is not None:

@@ -99,10 +99,7 @@ def as_json(view: BuildView) -> dict[str, Any]:
     """The build, as `skillq plan show --json` prints it, with its progress."""
     found = skill_builds(view)
     done = progress(view, found)
-    return {**row_json(view),
-            "plan": view.plan.model_dump(mode="json", by_alias=True) if view.plan else None,
-            "problems": list(view.problems), "revisions": list(view.revisions),
-            "skills": view.skills, "error": view.error, "ended": ended(view),
+    return {**view.as_json(), "ended": ended(view),
             "progress": {"planned": done.planned, "built": done.built,
                          "failed": done.failed, "skipped": done.skipped,
                          "to_go": done.to_go}}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from orchestrator.build import start_build
 from orchestrator.dashboard import queries
 from orchestrator.dashboard.context import dashboard
 from orchestrator.dashboard.csrf import submitted_form
@@ -80,7 +81,21 @@ def notes(request: Request, message: str | None = None, error: str | None = None
 async def note_action(request: Request) -> Response:
     form = await submitted_form(request, dashboard(request).config.max_body_bytes)
     action = str(form.get("action", ""))
+    if action == "build":
+        return await run_in_threadpool(_build_from_note, request)
     return await run_in_threadpool(_close_note, request, action)
+
+
+def _build_from_note(request: Request) -> Response:
+    """`skillq build --from-note ID` (seed 000's "open in skill builder"): a build that
+    plans a new version of the note's skill, its page next."""
+    dash = dashboard(request)
+    try:
+        run_id = start_build(dash.conn, dash.vault(fresh=True), "",
+                             note_id=request.path_params["note_id"], triggered_by="dashboard")
+    except SkillqError as exc:
+        return notes(request, error=str(exc), status_code=400)
+    return RedirectResponse(f"/builds/{run_id}", status_code=303)
 
 
 def _close_note(request: Request, action: str) -> HTMLResponse:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import test_build
-from conftest import Stack
+from conftest import Stack, wait_until
 from sqlalchemy import select
 from support.dashboard_http import Client
 from support.fake_llm import FakeLLM
@@ -28,6 +28,7 @@ from test_build import answer, call, script, small_plan, start, until_stage
 from test_dashboard import Served, serve
 
 from shared.db.wait_models import Wait
+from shared.notes import StepFailure, leave_note
 
 pytestmark = pytest.mark.integration
 # test_build.py's fixtures, bound to their names here so that pytest finds them: the
@@ -174,3 +175,35 @@ def test_a_plan_is_revised_then_approved_from_its_build_page(
     assert again.status == 400 and "not proposed" in again.json()["error"], again.text
     missing = client.get("/builds/run-nope")
     assert missing.status == 404 and "no build run-nope" in missing.text
+
+
+def test_a_note_opens_in_the_skill_builder_with_the_note_preloaded(
+        healthy: Stack, llm: FakeLLM, vault: Path, client: Client) -> None:
+    k = uuid.uuid4().hex[:6]
+    name = f"shout-{k}"
+    (vault / name).mkdir()
+    (vault / name / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: Upper-case a text.\nversion: 1\n"
+        "inputs:\n  - {name: text, type: string, required: true}\n"
+        "outputs:\n  - {name: text, type: string}\n"
+        "run: {command: python3 main.py, timeout: 30, retries: 0}\n---\n\nShout it.\n")
+    (vault / name / "main.py").write_text(script("{'text': inputs['text']}"))
+    with healthy.db() as session:
+        note_id = leave_note(session, StepFailure(
+            skill=name, version=1, step_id=name, pipeline=name, run_id="run-noted",
+            step_run_id=f"run-noted/{name}/-1/1", error=f"[[fake:plan-{k}]] not shouted",
+            error_kind="failed", exit_code=0, inputs={"text": "hi"}), secrets={})
+    assert note_id is not None
+    llm.script(f"plan-{k}", answer(summary="asked for nothing yet"))
+
+    page = client.get("/notes").text
+    assert f'action="/notes/{note_id}"' in page and "open in skill builder" in page
+    opened = client.post(f"/notes/{note_id}", {"action": "build"})
+    assert opened.status == 303, opened.text[:2000]
+    build_id = opened.headers["location"].removeprefix("/builds/")
+    data = shown(client, build_id)
+    assert (data["note_id"], data["improves"]) == (note_id, name)
+    wait_until(lambda: llm.requests(f"plan-{k}"), 60, "the planner's first request")
+    first = json.dumps(llm.bodies(f"plan-{k}")[0])
+    assert f"Improvement note #{note_id} on skill '{name}'" in first
+    healthy.cli("cancel", build_id, cwd=vault.parent)
