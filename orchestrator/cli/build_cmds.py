@@ -9,6 +9,7 @@ Ctrl-C stops following; the build goes on."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +18,7 @@ import typer
 
 from orchestrator.cli import common
 from orchestrator.cli.common import VaultOption, announce
+from shared.errors import SkillqError
 
 if TYPE_CHECKING:
     from orchestrator.build import BuildView
@@ -86,6 +88,8 @@ def _follow(conn: Connection, run_id: str, vault_root: Path) -> None:
         if view.stage == "proposed" and view.round != shown_round and view.plan:
             shown_round = view.round
             _print_plan(view)
+            if sys.stdin.isatty():
+                _decide_here(conn, run_id)
         if view.run_state in ("succeeded", "failed", "cancelled", "rejected"):
             break
         time.sleep(POLL_S)
@@ -104,6 +108,38 @@ def _print_plan(view: BuildView) -> None:
         f"approve: skillq approve {view.run_id}\n"
         f"revise:  skillq plan revise {view.run_id} \"what to change\"\n"
         f"reject:  skillq reject {view.run_id} --reason \"why\"", markup=False)
+
+
+PROMPT = "approve (a), revise (r WHAT TO CHANGE), reject (x WHY), or Enter to wait: "
+
+
+def _decide_here(conn: Connection, run_id: str) -> None:
+    """A person at the terminal decides the proposed plan here (or elsewhere: Enter
+    looks again); a refusal (decided meanwhile, feedback left out) is shown and asked
+    again."""
+    from orchestrator.build import revise
+    from orchestrator.publish import who
+    from orchestrator.waits import approve, reject
+
+    by = f"terminal:{who()}"
+    while True:
+        common.err.print(PROMPT, end="", markup=False)
+        word, _, rest = sys.stdin.readline().strip().partition(" ")
+        try:
+            if word in ("a", "approve"):
+                approve(conn, run_id, None, by=by)
+            elif word in ("r", "revise"):
+                revise(conn, run_id, feedback=rest, by=by)
+            elif word in ("x", "reject"):
+                reject(conn, run_id, None, reason=rest, by=by)
+            elif word:
+                common.err.print(f"'{word}' is none of a, r, x", markup=False)
+                continue
+            return
+        except SkillqError as exc:
+            common.err.print(str(exc), markup=False)
+            if "decided meanwhile" in str(exc) or "no open approval" in str(exc):
+                return
 
 
 def _print_report(conn: Connection, view: BuildView) -> None:

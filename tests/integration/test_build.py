@@ -12,19 +12,23 @@ responsibility, the built agent skill's in the body its builder wrote.
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack, wait_until
+from conftest import Stack, skillq_argv, wait_until
 from sqlalchemy import select
 from support.fake_llm import FakeLLM
 from support.netns import namespaced_daemon
+from test_waits import read_until
 
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
+from shared.db.wait_models import Wait
 from shared.notes import StepFailure, leave_note
 
 pytestmark = pytest.mark.integration
@@ -438,3 +442,49 @@ def test_a_budget_stops_the_build_before_a_stage_it_cannot_pay_for(
     assert "budget of $0.0006 spent ($0.0008)" in view["error"]
     assert not runs_called(healthy, build_id, "skillq-builder")
     assert llm.requests(f"b-{k}") == []
+
+
+def test_a_person_at_the_terminal_revises_then_approves_the_plan_there(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    plan = small_plan(k, dependent=False)
+    llm.script(f"plan-{k}", call("update_plan", **plan), answer(summary="planned"),
+               call("update_plan", **{**plan, "description": "Shout a text, loudly."}),
+               answer(summary="louder"))
+    llm.script(f"b-{k}", call("write_file", path="main.py",
+                              text=script("{'text': inputs['text'].upper()}")),
+               call("run_tests"), answer(diagnosis="shouts", deviations=[]))
+    main, side = pty.openpty()
+    proc = subprocess.Popen(
+        skillq_argv("build", f"[[fake:plan-{k}]] Shout a text", "--vault", str(vault)),
+        stdin=side, stdout=side, stderr=side, env=healthy.cli_env, cwd=vault.parent,
+        start_new_session=True)
+    os.close(side)
+    try:
+        assert f"shouting-{k}: build plan" in read_until(main, "or Enter to wait: ", 90)
+        os.write(main, b"r\n")  # feedback left out: refused, asked again
+        assert "say what to change" in read_until(main, "or Enter to wait: ", 30)
+        os.write(main, b"r louder, please\n")
+        assert "Shout a text, loudly." in read_until(main, "or Enter to wait: ", 90)
+        os.write(main, b"a\n")
+        assert proc.wait(timeout=240) == 0, read_until(main, "\n", 1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+    assert llm.requests(f"b-{k}"), "its builder ran"
+    assert "louder, please" in json.dumps(llm.bodies(f"plan-{k}")[2])
+    assert (vault / f"shout-{k}" / "main.py").is_file()
+    with healthy.db() as session:
+        decided = session.scalars(select(Wait).where(Wait.run_id == healthy_build(
+            healthy, k)).order_by(Wait.id)).all()
+        assert [(w.state, (w.decided_by or "").split(":")[0]) for w in decided] == [
+            ("answered", "terminal"), ("approved", "terminal")]
+
+
+def healthy_build(stack: Stack, k: str) -> str:
+    """The build whose task carried marker ``plan-K``."""
+    with stack.db() as session:
+        return str(session.scalars(select(PipelineRun.id).where(
+            PipelineRun.skill == "skillq-build",
+            PipelineRun.inputs["task"].astext.contains(f"plan-{k}"))).one())
