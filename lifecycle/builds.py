@@ -90,7 +90,7 @@ def record_skill(build: Build, name: str, outcome: Mapping[str, Any]) -> None:
 def record_tests(build: Build, name: str, folder_hash: str,
                  cases: Sequence[Mapping[str, Any]]) -> None:
     """A builder's latest run of its draft's test cases, with the draft's hash as tested:
-    the build's gate (workers/build/controller.py) reads these, not the model's word."""
+    what is built is decided on these (workers/build/outcomes.py), not the model's word."""
     entry = {**build.skills.get(name, {}),
              "tested": {"hash": folder_hash, "cases": [dict(c) for c in cases],
                         "passed": bool(cases) and all(c.get("passed") for c in cases)}}

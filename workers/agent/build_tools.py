@@ -6,9 +6,9 @@ queues (``run_tests``).
 from the build's own vault of drafts (workers/build/drafts.py), and defers like
 execute_skill: the step holds no worker slot while the cases run, and on its next
 attempt the call finds them ended and answers with each verdict (shared/case_judge.py).
-Every verdict is recorded with the folder's hash as it was tested, which is what the
-build's gate reads: a draft is built only when its last run of its cases passed and it
-has not changed since.
+Every verdict is recorded with the folder's hash as it was tested, and the build decides
+on these what is built (workers/build/outcomes.py): a draft is built only when its last
+run of its cases passed and it has not changed since.
 """
 
 from __future__ import annotations

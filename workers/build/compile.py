@@ -17,20 +17,20 @@ from shared.db.build_models import Build
 from shared.folder_store import pack_folder, unpack_folder
 from shared.states import BuildStage
 from shared.vault import Vault, load_vault
-from workers.build import gate
+from workers.build import outcomes
 from workers.step_types import Result
 
 
 def finish(session: Session, build: Build, plan: BuildPlan, vault: Vault) -> Result:
     if not plan.steps:  # a new version of one skill (--from-note): no pipeline to compile
         pass
-    elif all(gate.state_of(build, s.name) == gate.BUILT for s in plan.to_build):
+    elif all(outcomes.state_of(build, s.name) == outcomes.BUILT for s in plan.to_build):
         _compile(session, build, vault)
     else:
-        builds.record_skill(build, plan.name, gate.skipped(
-            [s.name for s in plan.to_build if gate.state_of(build, s.name) != gate.BUILT]))
+        builds.record_skill(build, plan.name, outcomes.skipped(
+            [s.name for s in plan.to_build if outcomes.state_of(build, s.name) != outcomes.BUILT]))
     builds.move(build, BuildStage.BUILT)
-    return gate.result(build)
+    return outcomes.result(build)
 
 
 def _compile(session: Session, build: Build, vault: Vault) -> None:
@@ -49,8 +49,8 @@ def _compile(session: Session, build: Build, vault: Vault) -> None:
         problems = load_vault(root).problems_in(folder)
         if problems:
             builds.record_skill(build, plan.name, {
-                "state": gate.FAILED, "why": "the compiled orchestrator does not validate: "
+                "state": outcomes.FAILED, "why": "the compiled orchestrator does not validate: "
                 + "; ".join(f"{p.field}: {p.message}" for p in problems)})
             return
-        builds.record_skill(build, plan.name, {"state": gate.BUILT, "orchestrator": True,
+        builds.record_skill(build, plan.name, {"state": outcomes.BUILT, "orchestrator": True,
                                                "draft": pack_folder(session, folder)})

@@ -9,7 +9,7 @@ slot, for what it started:
               revise`), the planner runs again with the person's words; rejected, it ends
     building  one builder agent (skillq-builder) per new sub-skill, wave by wave: the
               independent ones at once, a dependent one once those it depends on are
-              settled (gate.py says which are built); then the orchestrator is compiled
+              settled (outcomes.py says which are built); then the orchestrator is compiled
               from the plan (compile.py)
 
 The runs it starts are its own execute_skill-like calls (``agent_call`` named from its
@@ -39,7 +39,7 @@ from shared.manifest import BUILD_SKILL, Manifest
 from shared.skill import Skill
 from shared.states import REJECTED_KIND, BuildStage, RunState, StepState, WaitState
 from shared.vault import Vault, open_vault
-from workers.build import gate
+from workers.build import outcomes
 from workers.build.briefs import builder_brief, planner_brief
 from workers.build.budget import BudgetSpent, budget_left
 from workers.build.compile import finish
@@ -176,27 +176,27 @@ class _Attempt:
 
     def _build_one(self, plan: BuildPlan, name: str, share: int) -> str | None:
         """The run building ``name`` to wait for, or None once it is settled."""
-        if gate.settled(self.build, name):
+        if outcomes.settled(self.build, name):
             return None
         planned = plan.skill(name)
         assert planned is not None
-        broken = gate.unbuilt_dependencies(self.build, planned)
+        broken = outcomes.unbuilt_dependencies(self.build, planned)
         if broken:
-            builds.record_skill(self.build, name, gate.skipped(broken))
+            builds.record_skill(self.build, name, outcomes.skipped(broken))
             return None
         brief = builder_brief(self.session, self.build, plan, planned)
         run = self._call(f"{self.prefix}build-{name}", BUILDER,
                          {"build": self.build.run_id, "skill": name, "text": brief}, share)
         if isinstance(run, str):
             return run
-        gate.settle(self.session, self.build, name, run)
+        outcomes.settle(self.session, self.build, name, run)
         return None
 
 
 def _ended(build: Build) -> Result:
     stage = BuildStage(build.stage)
     if stage is BuildStage.BUILT:
-        return gate.result(build)
+        return outcomes.result(build)
     kind = REJECTED_KIND if stage is BuildStage.REJECTED else "build_failed"
     return Result(StepState.FAILED, error=build.error or f"the build {stage}",
                   error_kind=kind)

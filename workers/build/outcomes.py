@@ -1,4 +1,4 @@
-"""Which of a build's sub-skills are built: the gate a draft passes only when its
+"""Which of a build's sub-skills are built: a draft is built only when its
 builder's last run of its test cases passed (recorded by the run_tests tool, not the
 model's word) and the draft has not changed since (its hash as stored, against the hash
 it was tested with). One that does not is reported with its failing cases and its
@@ -55,7 +55,7 @@ def _verdict(entry: dict[str, Any], run: PipelineRun) -> str | None:
 
 
 def settle(session: Session, build: Build, name: str, run: PipelineRun) -> None:
-    """The builder of ``name`` ended: built or failed, as the gate finds it."""
+    """The builder of ``name`` ended: built or failed, as its verdict finds it."""
     entry = build.skills.get(name) or {}
     outputs = unpack(session, run.outputs) or {}
     why = _verdict(entry, run)
