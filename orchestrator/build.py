@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from shared.errors import BuildError, InputError, NoWorker
 from shared.folder_store import FolderMismatch, unpack_folder
 from shared.plan import build_plan
 from shared.problems import Problem
+from shared.queues import QueueClass, queue_for
 from shared.readonly import make_writable
 from shared.skillfiles import RunSource
 from shared.states import BuildStage, RunState
@@ -63,6 +65,8 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
     given = {"task": task, "note": note, "model": model or "", "daemon": daemon or "",
              "budget_usd": budget_usd or 0}
     plan = build_plan(skill, vault.skills, given, workdir=workdir).pinned_to(daemon)
+    if daemon is None:
+        ensure_build_workers(conn, (QueueClass.AGENT, QueueClass.DEFAULT))
     missing, daemons = routes(conn, vault, plan)
     if missing:
         raise NoWorker(missing)
@@ -72,6 +76,23 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
         builds.open_build(session, run_id, vault=str(resolved_root(vault.root)), task=task,
                           note_id=note_id, improves=improves, daemon=daemon)
     return run_id
+
+
+def ensure_build_workers(conn: Connection, queues: Iterable[str]) -> None:
+    """On a local stack, the workers a build's stages need, started if they are not: its
+    planner and builders (agent), its drafts' test cases (by their approach's queue)."""
+    if conn.local_workers is None:
+        return
+    from orchestrator.local_stack import classes_for_queues, ensure_workers
+
+    ensure_workers(conn.local_workers, conn.endpoints, classes_for_queues(queues))
+
+
+def planned_queues(view: BuildView) -> set[str]:
+    """The queues the test cases of a build's planned sub-skills run on."""
+    if view.plan is None:
+        return set()
+    return {str(queue_for(s.approach)) for s in view.plan.to_build}
 
 
 def _note(conn: Connection, vault: Vault, note_id: int) -> tuple[str, str]:

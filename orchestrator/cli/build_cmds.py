@@ -80,11 +80,15 @@ def build(
 
 
 def _follow(conn: Connection, run_id: str, vault_root: Path) -> None:
-    from orchestrator.build import build_view, write_drafts
+    from orchestrator.build import build_view, ensure_build_workers, planned_queues, write_drafts
 
-    shown_round = 0
+    shown_round, started = 0, False
     while True:
         view = build_view(conn, run_id)
+        if view.stage == "building" and not started and view.daemon is None:
+            # a browser or desktop skill's cases need that worker class on a local stack
+            ensure_build_workers(conn, planned_queues(view))
+            started = True
         if view.stage == "proposed" and view.round != shown_round and view.plan:
             shown_round = view.round
             _print_plan(view)
