@@ -37,6 +37,9 @@ class Settings(BaseSettings):
                                        "is Redis, none with RabbitMQ (docs/scaling.md)")
     database_url: str | None = Field(default=None, description="PostgreSQL URL; unset = "
                                      "embedded")
+    build_web_access: bool = Field(default=False, description="a skill build's planner "
+                                   "may fetch web pages and API docs (its fetch_page tool); "
+                                   "off: it plans from the task and the vault alone")
     discovery_ttl_s: float = Field(default=5.0, ge=0,
                                    description="how long a vault scan is reused")
     max_step_timeout_s: float = Field(default=3600, gt=0, description="the longest a step "

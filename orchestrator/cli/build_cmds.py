@@ -100,7 +100,7 @@ def _follow(conn: Connection, run_id: str, vault_root: Path) -> None:
     for landed in write_drafts(conn, run_id, vault_root):
         where = landed.folder or landed.why
         common.err.print(f"draft {landed.skill}: {where}", markup=False)
-    _print_report(conn, build_view(conn, run_id))
+    _print_report(conn, build_view(conn, run_id), vault_root)
 
 
 def _print_plan(view: BuildView) -> None:
@@ -146,9 +146,10 @@ def _decide_here(conn: Connection, run_id: str) -> None:
                 return
 
 
-def _print_report(conn: Connection, view: BuildView) -> None:
+def _print_report(conn: Connection, view: BuildView, vault_root: Path) -> None:
     from orchestrator.build import usage
 
+    _print_graph(view, vault_root)
     cost, tokens_in, tokens_out = usage(conn, view.run_id)
     for name, entry in sorted(view.skills.items()):
         tested = entry.get("tested") or {}
@@ -166,6 +167,19 @@ def _print_report(conn: Connection, view: BuildView) -> None:
         common.err.print(f"build {view.run_id} {view.run_state}: {view.error or ''}",
                          markup=False)
         raise typer.Exit(1)
+
+
+def _print_graph(view: BuildView, vault_root: Path) -> None:
+    """What the build made, as `skillq graph` draws it: the pipeline and its sub-skills."""
+    from orchestrator import drawing
+    from shared.vault import open_vault
+
+    name = view.plan.name if view.plan is not None else None
+    if name is None or (view.skills.get(name) or {}).get("state") != "built":
+        return
+    landed = open_vault(vault_root, ttl_s=0)
+    if name in landed.skills:
+        common.out.print(drawing.tree(landed, name))
 
 
 def plans(as_json: JsonOption = False) -> None:

@@ -188,6 +188,9 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
         proposed = until_stage(healthy, vault.parent, build_id, "proposed")
         # nothing is built before approval
         assert proposed["skills"] == {}
+        # the planner's tools: no web pages unless the deployment allows them
+        offered = {t["name"] for t in llm.bodies(f"plan-{k}")[0]["tools"]}
+        assert "update_plan" in offered and "fetch_page" not in offered
         assert not runs_called(healthy, build_id, "skillq-builder")
         assert llm.requests(f"bc-{k}") == []
         assert not (healthy.home / "builds" / build_id).exists()
@@ -231,6 +234,12 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
         assert (vault / folder / "SKILL.md").is_file(), folder
     assert "fix typo" in (vault / f"repo-commits-{k}" / "main.py").read_text()
     assert f"skillq try {name}" in out and "cost $" in out
+    # the report draws what it made, and each skill's test results
+    assert out.index(name) < out.index(f"repo-commits-{k}") < out.index("cost $")
+    assert f"built    repo-commits-{k} (1/1 test cases passed)" in out
+    shown_run = healthy.cli("run-show", build_id, cwd=vault.parent)
+    assert shown_run.returncode == 0, shown_run.stderr
+    assert "skillq-build" in shown_run.stdout
 
     valid = healthy.cli("validate", "--vault", str(vault), cwd=vault.parent)
     assert valid.returncode == 0, valid.stdout + valid.stderr

@@ -33,16 +33,21 @@ from workers.agent.build_tools import DraftTests
 from workers.agent.calls import Calls
 from workers.agent.draft_tools import DraftFolder
 from workers.agent.plan_tool import PlanTool
+from workers.agent.screen_tools import ScreenTools
 from workers.agent.tool_journal import ToolJournal
+from workers.agent.web_tool import WebFetch
 from workers.build.drafts import draft_folder
 
 MAX_DRAFT_FILE_BYTES = 1024 * 1024  # a skill's own file: generated data stays out
 BASH_TIMEOUT_S = 120.0
+WEB_TIMEOUT_S = 20.0  # one page: a planner reads docs, it does not crawl
+WEB_MAX_BYTES = 2 * 1024 * 1024
 
 
 def build_tools(ctx: WorkerContext, skill: Skill, inputs: Mapping[str, Any], row_id: str,
                 vault: Vault, calls: Calls) -> list[Tool[None]]:
-    """The planner's update_plan; a builder's file, bash and test tools; else none."""
+    """The planner's update_plan; a builder's file, bash and test tools, and for a dom0 or
+    cmd0 skill's builder a look at a page or the screen (screen_tools.py); else none."""
     if skill.name not in (PLANNER, BUILDER):
         return []
     build_id = str(inputs.get("build") or "")
@@ -51,8 +56,12 @@ def build_tools(ctx: WorkerContext, skill: Skill, inputs: Mapping[str, Any], row
         plan = builds.plan_of(build) if build is not None else None
         improves, daemon = (build.improves, build.daemon) if build is not None else (None, None)
     if skill.name == PLANNER:
-        return [PlanTool(ctx.database_url, build_id, dict(vault.skills),
-                         improving=frozenset({improves} if improves else ())).tool()]
+        tools = [PlanTool(ctx.database_url, build_id, dict(vault.skills),
+                          improving=frozenset({improves} if improves else ())).tool()]
+        if ctx.settings.build_web_access:  # the deployment's choice: off by default
+            journal = ToolJournal(ctx.database_url, row_id)  # a page may change meanwhile
+            tools.append(journal.durable(WebFetch(WEB_TIMEOUT_S, WEB_MAX_BYTES).tool()))
+        return tools
     name = str(inputs.get("skill") or "")
     folder = draft_folder(ctx.settings.home, build_id, name)
     planned = plan.skill(name) if plan is not None else None
@@ -68,6 +77,9 @@ def build_tools(ctx: WorkerContext, skill: Skill, inputs: Mapping[str, Any], row
     answered = [journal.durable(t, redo=t.name == "write_file") for t in
                 [*DraftFolder(folder, MAX_DRAFT_FILE_BYTES).tools(), bash.tool(),
                  *tests.tools()] if t.name != "run_tests"]
+    if planned is not None:  # each call under the machine's dom0/cmd0 lock, not the step
+        screen = ScreenTools(ctx.settings.home, ctx.database_url, ctx.settings.chromium_path)
+        answered += [journal.durable(t) for t in screen.tools(planned.approach)]
     # run_tests finds its runs by its call already (build_tools.py)
     return [*answered, *(t for t in tests.tools() if t.name == "run_tests")]
 
