@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lifecycle import builds
-from lifecycle.run_costs import run_usage
+from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
 from orchestrator.launch import launch, routes
 from orchestrator.waits import revise
 from shared.build_plan import BuildPlan
-from shared.builtin import BUILD, builtin_skill
+from shared.builtin import BUILD, PLANNER, builtin_skill
 from shared.db.build_models import Build
 from shared.db.models import PipelineRun
 from shared.db.notes_models import ImprovementNote
@@ -37,8 +38,16 @@ from shared.skillfiles import RunSource
 from shared.states import BuildStage, RunState
 from shared.vault import Vault, resolved_root
 
-__all__ = ["BuildView", "Landed", "build_view", "listed", "revise", "start_build",
-           "usage", "write_drafts"]
+__all__ = [
+    "BuildView",
+    "Landed",
+    "build_view",
+    "costs",
+    "listed",
+    "revise",
+    "start_build",
+    "write_drafts",
+]
 
 
 def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | None = None,
@@ -166,11 +175,30 @@ def build_view(conn: Connection, run_id: str) -> BuildView:
         return _view(session, build)
 
 
-def usage(conn: Connection, run_id: str) -> tuple[float, int, int]:
-    """The build's cost in USD and tokens in and out, over every run it started."""
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What a build cost: in all, its planning (every round), and each builder (its
+    test cases' runs included), by sub-skill."""
+
+    total: Usage
+    planning: Usage
+    builders: dict[str, Usage]
+
+
+def costs(conn: Connection, view: BuildView) -> Costs:
     with transaction(conn.endpoints.database_url) as session:
-        found = run_usage(session, [run_id]).get(run_id)
-    return (found.cost_usd, found.tokens_in, found.tokens_out) if found else (0.0, 0, 0)
+        planners = session.scalars(select(PipelineRun.id).where(
+            PipelineRun.agent_call.startswith(f"{view.run_id}/", autoescape=True),
+            PipelineRun.skill == PLANNER)).all()
+        builders = {n: str(e["run_id"]) for n, e in view.skills.items() if e.get("run_id")}
+        # one read each: asked together, a run's tree would leave out the others'
+        total = run_usage(session, [view.run_id]).get(view.run_id, Usage())
+        found = run_usage(session, [*planners, *builders.values()])
+    spent = [found.get(r, Usage()) for r in planners]
+    return Costs(total,
+                 Usage(sum(u.cost_usd for u in spent), sum(u.tokens_in for u in spent),
+                       sum(u.tokens_out for u in spent)),
+                 {n: found.get(r, Usage()) for n, r in builders.items()})
 
 
 @dataclass(frozen=True, slots=True)

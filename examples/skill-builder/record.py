@@ -42,16 +42,17 @@ STAGE_TIMEOUT_S = 300.0
 BUILD_TIMEOUT_S = 900.0
 
 # Run with the stack's environment: the build's cost over every run it started, and the
-# build run's own times, from the database (orchestrator.build.usage).
+# build run's own times, from the database (orchestrator.build.costs).
 FIGURES = """
 import json, sys
-from orchestrator.build import usage
+from orchestrator.build import build_view, costs
 from orchestrator.connect import connect
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 
 conn = connect(workers=False)
-cost, tokens_in, tokens_out = usage(conn, sys.argv[1])
+total = costs(conn, build_view(conn, sys.argv[1])).total
+cost, tokens_in, tokens_out = total.cost_usd, total.tokens_in, total.tokens_out
 with transaction(conn.endpoints.database_url) as session:
     run = session.get(PipelineRun, sys.argv[1])
     times = [run.created_at.isoformat(), run.finished_at.isoformat()]

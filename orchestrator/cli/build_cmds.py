@@ -147,18 +147,22 @@ def _decide_here(conn: Connection, run_id: str) -> None:
 
 
 def _print_report(conn: Connection, view: BuildView, vault_root: Path) -> None:
-    from orchestrator.build import usage
+    from orchestrator.build import costs
 
     _print_graph(view, vault_root)
-    cost, tokens_in, tokens_out = usage(conn, view.run_id)
+    spent = costs(conn, view)
+    print(f"planned  ${spent.planning.cost_usd:.4f} (round {view.round})")
     for name, entry in sorted(view.skills.items()):
         tested = entry.get("tested") or {}
         cases = tested.get("cases") or []
         passed = sum(1 for c in cases if c.get("passed"))
         tests = f"{passed}/{len(cases)} test cases passed" if cases else "no test run"
+        if name in spent.builders:
+            tests += f", ${spent.builders[name].cost_usd:.4f}"
         why = f": {entry.get('why')}" if entry.get("why") else ""
         print(f"{entry.get('state', '?'):8} {name} ({tests}){why}")
-    print(f"cost ${cost:.4f} ({tokens_in} tokens in, {tokens_out} out)")
+    total = spent.total
+    print(f"cost ${total.cost_usd:.4f} ({total.tokens_in} tokens in, {total.tokens_out} out)")
     if view.plan is not None and (view.skills.get(view.plan.name) or {}).get("state") == \
             "built":
         print(f"next: skillq try {view.plan.name} \"...\", then skillq publish "

@@ -236,7 +236,10 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
     assert f"skillq try {name}" in out and "cost $" in out
     # the report draws what it made, and each skill's test results
     assert out.index(name) < out.index(f"repo-commits-{k}") < out.index("cost $")
-    assert f"built    repo-commits-{k} (1/1 test cases passed)" in out
+    assert f"built    repo-commits-{k} (1/1 test cases passed, $0.00" in out
+    assert "planned  $0.0016 (round 2)" in out  # 4 turns of $0.0004, both rounds
+    # 17 turns: the planner's 4, the builders' 5, 3 and 4, the agent skill's case's 1
+    assert "cost $0.0068 (3400 tokens in, 680 out)" in out
     shown_run = healthy.cli("run-show", build_id, cwd=vault.parent)
     assert shown_run.returncode == 0, shown_run.stderr
     assert "skillq-build" in shown_run.stdout
