@@ -72,7 +72,8 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
         raise InputError([Problem("skillq build", "--budget-usd", "give a budget above 0 "
                                   "USD, or none for no limit")])
     given = {"task": task, "note": note, "model": model or "", "daemon": daemon or "",
-             "budget_usd": budget_usd or 0}
+             "budget_usd": budget_usd or 0, "note_id": note_id or 0,
+             "improves": improves or ""}
     plan = build_plan(skill, vault.skills, given, workdir=workdir).pinned_to(daemon)
     if daemon is None:
         ensure_build_workers(conn, (QueueClass.AGENT, QueueClass.DEFAULT))

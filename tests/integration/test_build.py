@@ -11,11 +11,13 @@ responsibility, the built agent skill's in the body its builder wrote.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +138,32 @@ def until_stage(stack: Stack, cwd: Path, build_id: str, stage: str, round_: int 
     return seen
 
 
-def start(stack: Stack, vault: Path, task: str) -> tuple[subprocess.Popen[str], str]:
-    proc = stack.cli_popen("build", task, "--vault", str(vault), cwd=vault.parent)
+def start(stack: Stack, vault: Path, task: str, *options: str
+          ) -> tuple[subprocess.Popen[str], str]:
+    """`skillq build TASK` following its build in the background; it and the build's id."""
+    proc = stack.cli_popen("build", task, *options, "--vault", str(vault), cwd=vault.parent)
     assert proc.stderr is not None
     line = proc.stderr.readline().strip()
     assert line.startswith("run "), line
     return proc, line.removeprefix("run ")
+
+
+@contextlib.contextmanager
+def following(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """The build's `skillq build` killed if the test ends before it does."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def approve(stack: Stack, vault: Path, build_id: str, proc: subprocess.Popen[str]
+            ) -> tuple[str, str]:
+    """Approve the proposed plan; what `skillq build` printed by the build's end."""
+    approved = stack.cli("approve", build_id, cwd=vault.parent)
+    assert approved.returncode == 0, approved.stderr
+    return proc.communicate(timeout=240)
 
 
 def runs_called(stack: Stack, build_id: str | None, skill: str) -> list[PipelineRun]:
@@ -184,7 +206,7 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
     })
     proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] Each Monday, a short post "
                            "on last week's commits and open issues of a repo")
-    try:
+    with following(proc):
         proposed = until_stage(healthy, vault.parent, build_id, "proposed")
         # nothing is built before approval
         assert proposed["skills"] == {}
@@ -204,12 +226,7 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
         assert again["plan"]["skills"][2]["inputs"][2]["default"] == "friendly"
         assert not runs_called(healthy, build_id, "skillq-builder")
 
-        approved = healthy.cli("approve", build_id, cwd=vault.parent)
-        assert approved.returncode == 0, approved.stderr
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        out, err = approve(healthy, vault, build_id, proc)
     assert proc.returncode == 0, f"{out}\n{err}"
 
     # the independent builds overlap; the dependent one starts after both ended
@@ -275,14 +292,17 @@ def small_plan(k: str, *, dependent: bool = True) -> dict[str, Any]:
             "skills": skills}
 
 
+@contextlib.contextmanager
 def approved_build(stack: Stack, llm: FakeLLM, vault: Path, k: str, plan: dict[str, Any]
-                   ) -> tuple[subprocess.Popen[str], str]:
+                   ) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A build of ``plan``, approved once proposed, followed in the background."""
     llm.script(f"plan-{k}", call("update_plan", **plan), answer(summary="planned"))
     proc, build_id = start(stack, vault, f"[[fake:plan-{k}]] Shout a text")
-    until_stage(stack, vault.parent, build_id, "proposed")
-    approved = stack.cli("approve", build_id, cwd=vault.parent)
-    assert approved.returncode == 0, approved.stderr
-    return proc, build_id
+    with following(proc):
+        until_stage(stack, vault.parent, build_id, "proposed")
+        approved = stack.cli("approve", build_id, cwd=vault.parent)
+        assert approved.returncode == 0, approved.stderr
+        yield proc, build_id
 
 
 def test_a_builder_that_never_passes_is_reported_and_not_drafted(
@@ -295,8 +315,8 @@ def test_a_builder_that_never_passes_is_reported_and_not_drafted(
                 "expect_tool_result": "leaves the skill's folder"},
                call("run_tests"),
                answer(diagnosis="it still returns the text as given", deviations=[]))
-    proc, build_id = approved_build(healthy, llm, vault, k, small_plan(k))
-    out, err = proc.communicate(timeout=240)
+    with approved_build(healthy, llm, vault, k, small_plan(k)) as (proc, build_id):
+        out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, f"{out}\n{err}"
 
     view = show(healthy, vault.parent, build_id)
@@ -306,7 +326,7 @@ def test_a_builder_that_never_passes_is_reported_and_not_drafted(
     assert shout["diagnosis"] == "it still returns the text as given"
     assert view["skills"][f"twice-{k}"]["state"] == "skipped"
     assert llm.requests(f"t-{k}") == []  # its dependent was never started
-    assert f"failed   shout-{k} (0/1 test cases passed)" in out
+    assert f"failed   shout-{k} (0/1 test cases passed, $" in out
     # nothing of it reached the vault, and nothing was written outside its draft folder
     assert sorted(p.name for p in vault.iterdir()) == []
     assert not (healthy.home / "builds" / build_id / "escape.py").exists()
@@ -318,13 +338,14 @@ def test_a_cancelled_build_leaves_no_draft(healthy: Stack, llm: FakeLLM, vault: 
     llm.script(f"b-{k}",
                call("write_file", path="main.py", text=script("{'text': 'HI'}")),
                {**call("run_tests"), "delay_s": 60})  # a slow model: cancelled meanwhile
-    proc, build_id = approved_build(healthy, llm, vault, k, small_plan(k, dependent=False))
-    draft = healthy.home / "builds" / build_id / f"shout-{k}" / "main.py"
-    wait_until(lambda: draft.is_file() and "HI" in draft.read_text(), 60,
-               "the builder's first write")
-    cancelled = healthy.cli("cancel", build_id, cwd=vault.parent)
-    assert cancelled.returncode == 0, cancelled.stderr
-    out, err = proc.communicate(timeout=120)
+    with approved_build(healthy, llm, vault, k, small_plan(k, dependent=False)) as (
+            proc, build_id):
+        draft = healthy.home / "builds" / build_id / f"shout-{k}" / "main.py"
+        wait_until(lambda: draft.is_file() and "HI" in draft.read_text(), 60,
+                   "the builder's first write")
+        cancelled = healthy.cli("cancel", build_id, cwd=vault.parent)
+        assert cancelled.returncode == 0, cancelled.stderr
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, f"{out}\n{err}"
     assert show(healthy, vault.parent, build_id)["stage"] == "cancelled"
     assert list(vault.iterdir()) == []
@@ -362,23 +383,16 @@ def test_from_note_plans_a_new_version_of_the_noted_skill_with_the_note_preloade
                 "expect_tool_result": "inputs['text']"},  # it started from the current files
                call("run_tests"),
                answer(diagnosis="upper-cases now", deviations=[]))
-    proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] fix it", "--from-note", str(note_id),
-                             "--vault", str(vault), cwd=vault.parent)
-    assert proc.stderr is not None
-    build_id = proc.stderr.readline().strip().removeprefix("run ")
-    try:
+    proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] fix it", "--from-note",
+                           str(note_id))
+    with following(proc):
         proposed = until_stage(healthy, vault.parent, build_id, "proposed")
         # the note reached the planner with the skill it is on
         first = json.dumps(llm.bodies(f"plan-{k}")[0])
         assert f"Improvement note #{note_id} on skill '{name}'" in first
         assert "it returned 'hi' for 'hi', not 'HI'" in first
         assert (proposed["note_id"], proposed["improves"]) == (note_id, name)
-        approved = healthy.cli("approve", build_id, cwd=vault.parent)
-        assert approved.returncode == 0, approved.stderr
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        out, err = approve(healthy, vault, build_id, proc)
     assert proc.returncode == 0, f"{out}\n{err}\n{show(healthy, vault.parent, build_id)}"
     # the new version took the skill's place as a draft; no pipeline was compiled
     assert ".upper()" in (folder / "main.py").read_text()
@@ -399,18 +413,11 @@ def test_daemon_runs_every_stage_there_and_the_drafts_land_in_the_callers_vault(
                    call("run_tests"), answer(diagnosis="shouts", deviations=[]))
         llm.script(f"plan-{k}", call("update_plan", **small_plan(k, dependent=False)),
                    answer(summary="planned"))
-        proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] Shout a text", "--daemon",
-                                 name, "--vault", str(vault), cwd=vault.parent)
-        assert proc.stderr is not None
-        build_id = proc.stderr.readline().strip().removeprefix("run ")
-        try:
+        proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] Shout a text", "--daemon",
+                               name)
+        with following(proc):
             until_stage(healthy, vault.parent, build_id, "proposed")
-            approved = healthy.cli("approve", build_id, cwd=vault.parent)
-            assert approved.returncode == 0, approved.stderr
-            out, err = proc.communicate(timeout=240)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+            out, err = approve(healthy, vault, build_id, proc)
         assert proc.returncode == 0, f"{out}\n{err}"
         # every stage ran there: the build's own step, its planner, its builder and the
         # builder's test case
@@ -433,21 +440,14 @@ def test_a_budget_stops_the_build_before_a_stage_it_cannot_pay_for(
     llm.script(f"plan-{k}", call("update_plan", **small_plan(k, dependent=False)),
                answer(summary="planned"))  # each turn: $0.0004 at claude-haiku-4-5
     llm.script(f"b-{k}", answer(diagnosis="never asked", deviations=[]))
-    proc = healthy.cli_popen("build", f"[[fake:plan-{k}]] Shout a text", "--budget-usd",
-                             "0.0006", "--vault", str(vault), cwd=vault.parent)
-    assert proc.stderr is not None
-    build_id = proc.stderr.readline().strip().removeprefix("run ")
-    try:
+    proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] Shout a text", "--budget-usd",
+                           "0.0006")
+    with following(proc):
         until_stage(healthy, vault.parent, build_id, "proposed")
         (planner,) = runs_called(healthy, build_id, "skillq-planner")
         # the planner was given what was left (all of it): its turns are capped there
         assert planner.plan["steps"][0]["agent"]["budget_usd"] == pytest.approx(0.0006)
-        approved = healthy.cli("approve", build_id, cwd=vault.parent)
-        assert approved.returncode == 0, approved.stderr
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        out, err = approve(healthy, vault, build_id, proc)
     assert proc.returncode == 1, f"{out}\n{err}"
     view = show(healthy, vault.parent, build_id)
     assert view["stage"] == "failed"

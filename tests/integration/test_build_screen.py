@@ -10,6 +10,7 @@ system's Chromium through Playwright; the page is served here on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -114,22 +115,18 @@ def test_a_dom0_builder_browses_once_the_machines_dom0_lock_is_free(
                call("run_tests"),
                {**answer(diagnosis="reads the h1", deviations=[]),
                 "expect_tool_result": '"passed":true'})
-    with machine_lock(healthy.home, "dom0", timeout_s=10):
-        proc, build_id = approved_build(healthy, llm, vault, k, screen_plan(k, "dom0", site))
-        try:
-            # the builder asked for the page; its call waits while the test holds the lock
-            wait_until(lambda: llm.requests(f"s-{k}"), 60, "the builder's first turn")
-            time.sleep(HOLD_S)
-            assert len(llm.requests(f"s-{k}")) == 1, "browse answered with the lock held"
-        except BaseException:
-            proc.kill()
-            raise
+    with contextlib.ExitStack() as held:
+        screen = held.enter_context(contextlib.ExitStack())
+        screen.enter_context(machine_lock(healthy.home, "dom0", timeout_s=10))
+        proc, build_id = held.enter_context(
+            approved_build(healthy, llm, vault, k, screen_plan(k, "dom0", site)))
+        # the builder asked for the page; its call waits while the test holds the lock
+        wait_until(lambda: llm.requests(f"s-{k}"), 60, "the builder's first turn")
+        time.sleep(HOLD_S)
+        assert len(llm.requests(f"s-{k}")) == 1, "browse answered with the lock held"
+        screen.close()  # the lock released, the build goes on
         released = time.time()
-    try:
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, f"{out}\n{err}\n{show(healthy, vault.parent, build_id)}"
 
     assert {"browse"} <= tools_offered(llm, f"s-{k}")
@@ -158,13 +155,10 @@ def test_a_code_builder_gets_no_screen_tools_and_never_waits_for_their_locks(
                call("run_tests"), answer(diagnosis="shouts", deviations=[]))
     # both screen locks taken for the whole build
     with machine_lock(healthy.home, "dom0", timeout_s=10), \
-            machine_lock(healthy.home, "cmd0", timeout_s=10):
-        proc, build_id = approved_build(healthy, llm, vault, k, small_plan(k, dependent=False))
-        try:
-            out, err = proc.communicate(timeout=90)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+            machine_lock(healthy.home, "cmd0", timeout_s=10), \
+            approved_build(healthy, llm, vault, k, small_plan(k, dependent=False)) as (
+                proc, build_id):
+        out, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, f"{out}\n{err}\n{show(healthy, vault.parent, build_id)}"
     offered = tools_offered(llm, f"b-{k}")
     assert {"write_file", "bash", "run_tests"} <= offered
@@ -187,12 +181,9 @@ def test_a_cmd0_builder_looks_at_the_workers_display(
         wait_until(lambda: subprocess.run(
             ["xdotool", "search", "--name", title], env={**os.environ, "DISPLAY": xdisplay},
             capture_output=True, check=False).returncode == 0, 20, "the Tk window")
-        proc, build_id = approved_build(healthy, llm, vault, k, screen_plan(k, "cmd0", site))
-        try:
+        with approved_build(healthy, llm, vault, k, screen_plan(k, "cmd0", site)) as (
+                proc, build_id):
             out, err = proc.communicate(timeout=90)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
     finally:
         window.terminate()
         window.wait(timeout=10)

@@ -56,8 +56,14 @@ class BuildExecutor:
         vault = open_vault(job.vault, ttl_s=ctx.settings.discovery_ttl_s)
         with transaction(ctx.database_url) as session:
             # locked: a builder's test verdicts are written to the same row
-            build = builds.open_build(session, job.run_id, vault=str(job.vault),
-                                      task=str(job.inputs.get("task") or ""))
+            given = job.inputs  # as the client that started it records them: either may be first
+            run = session.get(PipelineRun, job.run_id)
+            build = builds.open_build(session, job.run_id,
+                                      vault=run.vault if run is not None else str(job.vault),
+                                      task=str(given.get("task") or ""),
+                                      note_id=int(given.get("note_id") or 0) or None,
+                                      improves=str(given.get("improves") or "") or None,
+                                      daemon=str(given.get("daemon") or "") or None)
             return _Attempt(ctx, session, job, vault, build).advance()
 
     def answer_from_cache(self, ctx: WorkerContext, job: Claim, skill: Skill
