@@ -30,6 +30,7 @@ from shared.db.notes_models import ImprovementNote
 from shared.db.session import transaction
 from shared.errors import BuildError, InputError, NoWorker
 from shared.folder_store import FolderMismatch, unpack_folder
+from shared.model_spec import resolve as resolve_model
 from shared.plan import build_plan
 from shared.problems import Problem
 from shared.queues import QueueClass, queue_for
@@ -68,6 +69,8 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
                                   "commits\"")])
     skill = builtin_skill(BUILD)
     assert skill is not None  # shipped with the package
+    if model:
+        resolve_model(model, where="--model")  # AgentError, before anything is recorded
     if budget_usd is not None and budget_usd <= 0:
         raise InputError([Problem("skillq build", "--budget-usd", "give a budget above 0 "
                                   "USD, or none for no limit")])

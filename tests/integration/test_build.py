@@ -500,3 +500,19 @@ def healthy_build(stack: Stack, k: str) -> str:
         return str(session.scalars(select(PipelineRun.id).where(
             PipelineRun.skill == "skillq-build",
             PipelineRun.inputs["task"].astext.contains(f"plan-{k}"))).one())
+
+
+def test_a_build_refuses_bad_options_before_anything_is_recorded(
+        healthy: Stack, vault: Path) -> None:
+    before = len(runs_called(healthy, None, "skillq-build"))
+    # exit codes as everywhere: an unknown model is an AgentError's 1, bad input 2
+    for options, says, code in ((["--model", "nosuch:model"], "--model: model 'nosuch", 1),
+                                (["--budget-usd", "0"], "--budget-usd", 2),
+                                (["--from-note", "999999"], "no improvement note #999999", 2)):
+        refused = healthy.cli("build", "Shout a text", *options, "--vault", str(vault),
+                              cwd=vault.parent)
+        assert refused.returncode == code, (options, refused.stdout, refused.stderr)
+        assert says in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+    empty = healthy.cli("build", "  ", "--vault", str(vault), cwd=vault.parent)
+    assert empty.returncode == 2 and "say what the pipeline is to do" in empty.stderr
+    assert len(runs_called(healthy, None, "skillq-build")) == before

@@ -35,6 +35,7 @@ from shared.db.build_models import Build
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.db.wait_models import APPROVAL as APPROVAL_WAIT
+from shared.errors import SkillqError
 from shared.manifest import BUILD_SKILL, Manifest
 from shared.skill import Skill
 from shared.states import REJECTED_KIND, BuildStage, RunState, StepState, WaitState
@@ -88,6 +89,8 @@ class _Attempt:
             return self._advance()
         except BudgetSpent as exc:
             return self._fail(str(exc), "budget")
+        except SkillqError as exc:  # a stage refused before it started (its model, say)
+            return self._fail(str(exc))
 
     def _advance(self) -> Result:
         while True:
