@@ -206,13 +206,18 @@ def plans(as_json: JsonOption = False) -> None:
 def show(run_id: BuildIdArg, as_json: JsonOption = False) -> None:
     """The build's plan (plan.md), what its checks found, the revisions asked for, and
     each sub-skill's build so far."""
-    from orchestrator.build import build_view
+    from orchestrator.build import build_view, costs
     from orchestrator.connect import connect
     from shared.build_compile import plan_md
 
-    view = build_view(connect(workers=False), run_id)
+    conn = connect(workers=False)
+    view = build_view(conn, run_id)
+    spent = costs(conn, view)
     if as_json:
-        print(json.dumps(view.as_json(), ensure_ascii=False))
+        print(json.dumps({**view.as_json(), "cost_usd": {
+            "total": spent.total.cost_usd, "planning": spent.planning.cost_usd,
+            "builders": {n: u.cost_usd for n, u in spent.builders.items()}}},
+            ensure_ascii=False))
         return
     print(f"build {view.run_id}: {view.stage} (round {view.round}; run {view.run_state})")
     if view.note_id is not None:
@@ -223,7 +228,10 @@ def show(run_id: BuildIdArg, as_json: JsonOption = False) -> None:
     for text in view.revisions:
         print(f"revision asked: {text}")
     for name, entry in sorted(view.skills.items()):
-        print(f"{name}: {entry.get('state', 'building')} {entry.get('why') or ''}".rstrip())
+        cost = f" (${spent.builders[name].cost_usd:.4f})" if name in spent.builders else ""
+        print(f"{name}: {entry.get('state', 'building')}{cost} {entry.get('why') or ''}"
+              .rstrip())
+    print(f"cost so far ${spent.total.cost_usd:.4f}, planning ${spent.planning.cost_usd:.4f}")
 
 
 @plan_app.command("revise")

@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.build import BuildView
 from shared.states import BuildStage, RunState
 
-BUILT, FAILED, SKIPPED = "built", "failed", "skipped"  # workers/build/gate.py records these
+BUILT, FAILED, SKIPPED = "built", "failed", "skipped"  # workers/build/outcomes.py records these
 BUILDING = "building"  # no outcome recorded yet: its builder is at work
 
 

@@ -68,6 +68,7 @@ def build_page(request: Request, extra: Mapping[str, Any] | None = None,
         **(extra or {}),
         "build": view, "plan_md": plan_md(view.plan) if view.plan else None,
         "skills": found, "progress": build_views.progress(view, found),
+        "costs": build.costs(dash.conn, view),
         "proposed": proposed, "ended": build_views.ended(view),
         # A page that reloads itself would wipe feedback being typed: while the plan
         # waits for a person, it waits for them (their decision's redirect brings it

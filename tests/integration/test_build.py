@@ -242,6 +242,10 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
     assert [r.state for r in cases] == ["succeeded", "succeeded"]
     view = show(healthy, vault.parent, build_id)
     assert view["stage"] == "built"
+    # priced per stage: the planner's 4 turns, each builder's with its test cases'
+    assert view["cost_usd"]["planning"] == pytest.approx(0.0016)
+    assert view["cost_usd"]["builders"][f"repo-issues-{k}"] == pytest.approx(0.0012)
+    assert view["cost_usd"]["total"] == pytest.approx(0.0068)
     assert all(view["skills"][n]["state"] == "built" for n in builders)
     assert view["plan"]["deviations"] == [f"weekly-post-{k}: its body asks for a short post"]
 

@@ -164,6 +164,8 @@ def test_a_plan_is_revised_then_approved_from_its_build_page(
     assert 'id="live"' not in page and 'action="/builds/' not in page
     shout = skill_row(page, f"shout-{k}")
     assert 'data-state="built"' in shout and '<td class="tests">1/1</td>' in shout
+    assert '<td class="cost">$0.0012</td>' in shout  # its 3 turns, none in its test case
+    assert '<td id="build-cost">$0.0028 <span class="muted">(planning $0.0016)' in page
     assert "upper-cases its text" in shout
     builder = data["skills"][f"shout-{k}"]["run_id"]
     assert f'<a class="builder-run" href="/runs/{builder}">' in shout
