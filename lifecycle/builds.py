@@ -44,6 +44,17 @@ def listed(session: Session, limit: int = 50) -> Sequence[Build]:
     return session.scalars(select(Build).order_by(Build.created_at.desc()).limit(limit)).all()
 
 
+def of_notes(session: Session, note_ids: Sequence[int]) -> dict[int, Build]:
+    """Each note's latest build (`skillq build --from-note`): the note's link to the new
+    version planned from it."""
+    found: dict[int, Build] = {}
+    for build in session.scalars(select(Build).where(Build.note_id.in_(list(note_ids)))
+                                 .order_by(Build.created_at)):
+        assert build.note_id is not None
+        found[build.note_id] = build
+    return found
+
+
 def plan_of(build: Build) -> BuildPlan | None:
     return BuildPlan.model_validate(build.plan) if build.plan is not None else None
 

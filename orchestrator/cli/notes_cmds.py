@@ -16,6 +16,7 @@ from shared.errors import NoteError, SkillqError
 from shared.settings import get_settings
 
 if TYPE_CHECKING:
+    from shared.db.build_models import Build
     from shared.db.notes_models import ImprovementNote
 
 # The status each closing word sets (shared.notes.Status values; that module is loaded
@@ -46,6 +47,7 @@ def notes(
         return
     if len(args) > 1:
         raise NoteError("give one skill name, or dismiss|resolve|wontfix ID")
+    from lifecycle import builds
     from orchestrator.connect import connect
     from shared.db.session import transaction
     from shared.notes import list_notes
@@ -53,7 +55,8 @@ def notes(
     conn = connect(workers=False)
     with transaction(conn.endpoints.database_url) as session:
         found = list_notes(session, args[0] if args else None, include_closed=every)
-        rows = [_as_dict(n) for n in found]
+        built = builds.of_notes(session, [n.id for n in found])
+        rows = [{**_as_dict(n), "build": _build_of(built.get(n.id))} for n in found]
     what = f" for {args[0]}" if args else ""
     columns = [COLUMNS[0], *(STATUS if every else ()), *COLUMNS[1:]]
     emit(rows, columns, as_json=as_json, title="improvement notes",
@@ -72,6 +75,11 @@ def _close(note_id: int, status: str) -> None:
         note = set_status(session, note_id, Status(status))
         skill, step = note.skill, note.step_id
     out.print(f"✓ note {note_id} ({skill} step {step}) is now {status}", markup=False)
+
+
+def _build_of(build: Build | None) -> dict[str, str] | None:
+    """The note's latest build (`skillq build --from-note`), as `skillq plans` shows it."""
+    return {"id": build.run_id, "stage": build.stage} if build is not None else None
 
 
 def _as_dict(note: ImprovementNote) -> dict[str, Any]:
@@ -96,6 +104,8 @@ COLUMNS = (
     Column("run_id", "last run", wrap=False, spare=4),
     Column("summary", "what happened"),
     Column("suggested_fix", "suggested fix"),
+    Column("build", show=lambda r: f"{r['build']['id']} ({r['build']['stage']})"
+           if r["build"] else "", wrap=False, spare=5),
     Column("inputs", show=lambda r: json.dumps(r["inputs"], ensure_ascii=False),
            limit=300, spare=1),
 )

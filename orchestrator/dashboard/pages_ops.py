@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from lifecycle import builds
 from orchestrator.build import start_build
 from orchestrator.dashboard import queries
 from orchestrator.dashboard.context import dashboard
@@ -74,6 +75,7 @@ def notes(request: Request, message: str | None = None, error: str | None = None
                                   limit=dash.config.page_size)
         return dash.render(request, "notes.html", {
             "notes": page, "status": chosen or "all", "statuses": queries.NOTE_STATUSES,
+            "builds": builds.of_notes(session, [n.id for n in page.items]),
             "skill": request.query_params.get("skill", ""), "message": message,
             "error": error}, status_code)
 

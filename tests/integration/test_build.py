@@ -402,6 +402,11 @@ def test_from_note_plans_a_new_version_of_the_noted_skill_with_the_note_preloade
     assert ".upper()" in (folder / "main.py").read_text()
     assert sorted(p.name for p in vault.iterdir()) == [name]
     assert show(healthy, vault.parent, build_id)["skills"][name]["tested"]["passed"] is True
+    # the note is linked to the build that made its new version
+    noted = healthy.cli("notes", name, "--json", cwd=vault.parent)
+    assert noted.returncode == 0, noted.stderr
+    (row,) = json.loads(noted.stdout)
+    assert row["build"] == {"id": build_id, "stage": "built"}
 
 
 def test_daemon_runs_every_stage_there_and_the_drafts_land_in_the_callers_vault(

@@ -208,4 +208,6 @@ def test_a_note_opens_in_the_skill_builder_with_the_note_preloaded(
     wait_until(lambda: llm.requests(f"plan-{k}"), 60, "the planner's first request")
     first = json.dumps(llm.bodies(f"plan-{k}")[0])
     assert f"Improvement note #{note_id} on skill '{name}'" in first
+    # the note links to its build
+    assert f'<a class="note-build-link" href="/builds/{build_id}">' in client.get("/notes").text
     healthy.cli("cancel", build_id, cwd=vault.parent)
