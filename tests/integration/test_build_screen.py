@@ -15,11 +15,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ import pytest
 import test_build
 from conftest import Stack, wait_until
 from support.fake_llm import FakeLLM
+from support.pages import HtmlPages, serving
 from test_build import answer, approved_build, call, script, show, small_plan
 
 from shared.store import get_bytes
@@ -45,31 +44,16 @@ PAGE = ("<html><head><title>Hello page</title></head><body><h1>Hello</h1>"
         "<form><input name='who'><button type='submit'>Greet</button></form></body></html>")
 
 
-class Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        data = PAGE.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_: object) -> None:
-        pass
+class Pages(HtmlPages):
+    page = PAGE
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
     if system_chromium() is None:
         pytest.fail(f"no Chromium on this machine for the browse tool: {INSTALL_HINT}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Pages) as url:
+        yield url
 
 
 def screen_plan(k: str, approach: str, site: str) -> dict[str, Any]:

@@ -4,9 +4,7 @@ Off by default: test_build.py checks the planner is not offered it there."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +13,13 @@ import pytest
 import test_build
 from conftest import Stack
 from support.fake_llm import FakeLLM
+from support.pages import HtmlPages, serving
 from test_build import AGENT_WORKER, answer, call, small_plan, start, until_stage
 
 pytestmark = pytest.mark.integration
 vault = test_build.vault
-PAGE = b"<html><head><script>var hidden = 1;</script></head><body><h1>Shout API</h1>" \
-    b"<p>POST /v1/shout upper-cases a text.</p></body></html>"
+PAGE = "<html><head><script>var hidden = 1;</script></head><body><h1>Shout API</h1>" \
+    "<p>POST /v1/shout upper-cases a text.</p></body></html>"
 
 
 @pytest.fixture
@@ -31,20 +30,11 @@ def worker_env(llm: FakeLLM) -> dict[str, dict[str, str | None]]:
 
 @pytest.fixture
 def page_url() -> Iterator[str]:
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.end_headers()
-            self.wfile.write(PAGE)
+    class Docs(HtmlPages):
+        page = PAGE
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/docs"
-    server.shutdown()
+    with serving(Docs) as url:
+        yield f"{url}/docs"
 
 
 def test_the_planner_reads_a_page_when_the_deployment_allows_it(

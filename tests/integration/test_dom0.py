@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import html
 import itertools
-import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from conftest import (
     copy_vault,
     nodename,
 )
+from support.pages import HtmlPages, serving
 
 from workers.attempt_end import STEP_MARKER
 from workers.dom0.chromium import INSTALL_HINT, system_chromium
@@ -35,19 +34,19 @@ SETTLING = ("<html><body><h1>Page {n}</h1><script>setTimeout(() => {{"
             "document.body.append(d); }}, 300);</script></body></html>")
 
 
-class Pages(BaseHTTPRequestHandler):
+class Pages(HtmlPages):
     def do_GET(self) -> None:
         if self.path == "/form":
-            self._send(FORM)
+            self.send_html(FORM)
         elif self.path.startswith("/page/"):
-            self._send(SETTLING.format(n=html.escape(self.path.rsplit("/", 1)[1])))
+            self.send_html(SETTLING.format(n=html.escape(self.path.rsplit("/", 1)[1])))
         else:
             self.send_error(404)
 
     def do_POST(self) -> None:
         size = int(self.headers.get("Content-Length") or 0)
         name = urllib.parse.parse_qs(self.rfile.read(size).decode()).get("name", [""])[0]
-        self._send(f"<html><body><h1>Greeting</h1><p id='result'>Hello, "
+        self.send_html(f"<html><body><h1>Greeting</h1><p id='result'>Hello, "
                    f"{html.escape(name)}!</p></body></html>")
 
     def _send(self, body: str) -> None:
@@ -66,14 +65,8 @@ class Pages(BaseHTTPRequestHandler):
 def site() -> Iterator[str]:
     if system_chromium() is None:
         pytest.fail(f"no Chromium on this machine for the dom0 tests: {INSTALL_HINT}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Pages) as url:
+        yield url
 
 
 @pytest.fixture
