@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.diagnosis import first_line
-from shared.skillfiles import TestCase
+from shared.output_schema import misfits
+from shared.skillfiles import JudgeAssertion, SchemaAssertion, TestCase
 from shared.states import RunState
 
 REFUSED = "refused"  # a case's inputs were refused before any run was recorded
@@ -34,6 +35,9 @@ class CaseResult:
     passed: bool
     problems: tuple[str, ...]  # why it failed; () when it passed
     outcome: Outcome
+    # its judge and script assertions: a model's or a sandbox's to check, which a single
+    # run's verdict does not do (named, so that nobody takes them for checked)
+    unchecked: tuple[str, ...] = ()
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -97,9 +101,16 @@ def judge(case: TestCase, outcome: Outcome, skill: str = "") -> CaseResult:
             elif not same_json(outputs[name], want):
                 problems.append(f"output '{name}' is {_short(outputs[name])}, "
                                 f"expected {_short(want)}")
+    if succeeded:
+        for found in case.assertions:
+            if isinstance(found, SchemaAssertion):
+                problems += [f"outputs do not meet the schema: {m}"
+                             for m in misfits(outcome.outputs, found.json_schema)]
     if exp.max_duration_ms is not None and outcome.duration_ms is not None \
             and outcome.duration_ms > exp.max_duration_ms:
         problems.append(f"took {outcome.duration_ms:.0f} ms, over max_duration_ms "
                         f"{exp.max_duration_ms}")
+    unchecked = tuple(f"{'judge' if isinstance(a, JudgeAssertion) else 'script'}"
+                      for a in case.assertions if not isinstance(a, SchemaAssertion))
     return CaseResult(skill=skill, test_id=case.id, name=case.name, passed=not problems,
-                      problems=tuple(problems), outcome=outcome)
+                      problems=tuple(problems), outcome=outcome, unchecked=unchecked)

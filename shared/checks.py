@@ -13,10 +13,12 @@ from shared.graph import cycle_text, find_cycle
 from shared.inputs import input_problems
 from shared.manifest import Approach
 from shared.model_spec import is_claude_code_alias, resolve
+from shared.output_schema import schema_problem
 from shared.problems import Problem
 from shared.refs import RefSyntaxError, Template, parse_template, walk_strings
 from shared.screen_checks import check_screen
 from shared.skill import BENCHMARKS, Skill
+from shared.skillfiles import SchemaAssertion, ScriptAssertion, TestCase
 from shared.stepgraph import step_dependencies
 from shared.valuetypes import type_error
 
@@ -249,9 +251,30 @@ def _check_benchmarks(skill: Skill) -> Iterator[Problem]:
             # does not declare is still a typo.
             if test.expected.success or msg.startswith("unknown input"):
                 yield skill.file_problem(BENCHMARKS, f"tests[{i}].inputs{field}", msg)
+        yield from _assertion_problems(skill, i, test)
         for key in test.expected.output_values:
             if key not in outputs:
                 yield skill.file_problem(BENCHMARKS, f"tests[{i}].expected.{key}",
                                          f"'{key}' is not an output of {skill.name}; expected "
                                          "takes success, output_contains, error_contains, "
                                          "max_duration_ms or an output name")
+
+
+def _assertion_problems(skill: Skill, i: int, test: TestCase) -> Iterator[Problem]:
+    """A schema that is one, a checker script that is in the folder (issue 45's
+    assertions; a judge's statement is the model's to read)."""
+    for j, found in enumerate(test.assertions):
+        at = f"tests[{i}].assertions[{j}]"
+        if isinstance(found, SchemaAssertion):
+            why = schema_problem(found.json_schema)
+            if why is not None:
+                yield skill.file_problem(BENCHMARKS, f"{at}.schema", why)
+        elif isinstance(found, ScriptAssertion):
+            path = (skill.folder / found.script).resolve()
+            if not path.is_relative_to(skill.folder.resolve()):
+                yield skill.file_problem(BENCHMARKS, f"{at}.script", f"'{found.script}' is "
+                                         "outside the skill's folder; give a path inside it")
+            elif not path.is_file():
+                yield skill.file_problem(BENCHMARKS, f"{at}.script", f"no file '{found.script}'"
+                                         f" in {skill.folder.name}/; add the checker script, "
+                                         "or fix the path")

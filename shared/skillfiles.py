@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, StrictBool, StrictInt
+from pydantic import ConfigDict, Discriminator, Field, StrictBool, StrictInt, Tag
 
 from shared.manifest import Frozen
 
@@ -40,6 +40,47 @@ class Expected(Frozen):
         return (oc,) if isinstance(oc, str) else oc
 
 
+class JudgeAssertion(Frozen):
+    """A statement a model checks against the outputs, answering pass or fail with the
+    evidence it quoted (its cost kept apart from the skill's)."""
+
+    judge: str = Field(min_length=1)
+    model: str | None = None  # else the vault's judge model
+
+
+class SchemaAssertion(Frozen):
+    """A JSON Schema the outputs must meet."""
+
+    json_schema: Mapping[str, Any] = Field(alias="schema")
+
+
+class ScriptAssertion(Frozen):
+    """A checker script in the skill's folder, run in the sandbox on the outputs: exit 0
+    passes, anything else fails with what it printed."""
+
+    script: str = Field(min_length=1)
+
+
+ASSERTION_KINDS = {"judge": JudgeAssertion, "schema": SchemaAssertion,
+                   "script": ScriptAssertion}
+
+
+def _assertion_kind(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        return next((key for key in ASSERTION_KINDS if key in value), None)
+    return next((k for k, cls in ASSERTION_KINDS.items() if isinstance(value, cls)), None)
+
+
+# Checks beyond ``expected``'s, for what a single exact answer cannot pin down (an agent
+# step's): one of these objects each, told apart by its one required key.
+Assertion = Annotated[
+    Annotated[JudgeAssertion, Tag("judge")] | Annotated[SchemaAssertion, Tag("schema")]
+    | Annotated[ScriptAssertion, Tag("script")],
+    Discriminator(_assertion_kind, custom_error_type="assertion_kind",
+                  custom_error_message="an assertion is an object with one of judge, "
+                  "schema or script")]
+
+
 class TestCase(Frozen):
     __test__ = False  # not a pytest class
 
@@ -48,6 +89,15 @@ class TestCase(Frozen):
     description: str = ""
     inputs: Mapping[str, Any] = Field(default_factory=dict)
     expected: Expected = Expected()
+    assertions: tuple[Assertion, ...] = ()
+
+
+class TriggerQuery(Frozen):
+    """A request a person might make, and whether it should load this skill: what a
+    description is tried against (its "load-bearing" job, seed 004)."""
+
+    query: str = Field(min_length=1)
+    should_trigger: StrictBool
 
 
 class Tokens(Frozen):
@@ -86,6 +136,7 @@ class Benchmarks(Frozen):
     skill: str
     version: StrictInt = Field(default=1, ge=1)
     tests: tuple[TestCase, ...] = ()
+    triggers: tuple[TriggerQuery, ...] = ()
     runs: tuple[RunEntry, ...] = ()
     aggregates: Aggregates = Aggregates()
 

@@ -91,3 +91,7 @@ def _print(reports: list[TestReport]) -> None:
         for case in report.cases:
             table.add_row(*_row(case))
     console.print(table)
+    unchecked = sum(len(c.unchecked) for r in reports for c in r.cases)
+    if unchecked:  # a model's or a checker script's to judge, over many runs
+        err.print(f"note: {unchecked} judge or script assertion(s) not checked: a single "
+                  "run's verdict checks expected and schema alone", markup=False)
