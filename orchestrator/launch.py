@@ -183,9 +183,11 @@ def as_published(conn: Connection, skill: Skill) -> Skill:
 
 def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
               source: str, triggered_by: str | None = None,
-              workdir: str | None = None, waiting: bool = False) -> str:
+              workdir: str | None = None, waiting: bool = False,
+              budget_usd: float | None = None) -> str:
     """Record a run of ``skill`` with ``given`` inputs and set it moving; its id.
-    ``waiting``: as ``launch``.
+    ``waiting``: as ``launch``; ``budget_usd``: what each of its agent steps may spend
+    at most (an eval's share of its budget).
 
     Raises ValidationFailed / InputError / SkillDisabled (nothing recorded) or NoWorker.
     """
@@ -193,7 +195,8 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
     refuse_disabled_run(conn.endpoints.database_url, vault, skill)
     if source == "production" and skill.manifest.is_orchestrator:
         skill = as_published(conn, skill)  # its steps' folders are checked by their workers
-    plan = build_plan(skill, vault.skills, dict(given), workdir=workdir)
+    plan = build_plan(skill, vault.skills, dict(given), workdir=workdir
+                      ).with_budget(budget_usd)
     missing, daemons = routes(conn, vault, plan, given)
     if missing:
         raise NoWorker(missing)

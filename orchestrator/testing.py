@@ -112,7 +112,8 @@ def _duration_ms(session: Session, run: PipelineRun) -> float | None:
     return (run.finished_at - run.started_at).total_seconds() * 1000
 
 
-def _outcome(conn: Connection, run: PipelineRun) -> Outcome:
+def outcome_of(conn: Connection, run: PipelineRun) -> Outcome:
+    """An ended run as a case's judge reads it."""
     with transaction(conn.endpoints.database_url) as session:
         outputs = unpack(session, run.outputs) if run.outputs is not None else None
         duration = _duration_ms(session, run)
@@ -162,7 +163,7 @@ def run_suites(conn: Connection, vault: Vault, suites: Sequence[tuple[Skill,
     by_skill: dict[str, list[CaseResult]] = {}
     for s in started:
         outcome = Outcome(REFUSED, error=s.refused) if s.run_id is None \
-            else _outcome(conn, runs[s.run_id])
+            else outcome_of(conn, runs[s.run_id])
         by_skill.setdefault(s.skill.name, []).append(judge(s.case, outcome, s.skill.name))
     reports = [TestReport(skill.name, skill.manifest.version,
                           tuple(by_skill.get(skill.name, ()))) for skill, _ in suites]

@@ -18,6 +18,7 @@ class RunSource(StrEnum):
     TEST_WINDOW = "test_window"
     PRODUCTION = "production"
     ASK = "ask"  # `skillq ask` and the dashboard's Ask page (docs/ask.md)
+    EVAL = "eval"  # `skillq eval`: a case run many times, never a production figure
 
 
 class Expected(Frozen):
