@@ -47,18 +47,7 @@ class Pages(HtmlPages):
         size = int(self.headers.get("Content-Length") or 0)
         name = urllib.parse.parse_qs(self.rfile.read(size).decode()).get("name", [""])[0]
         self.send_html(f"<html><body><h1>Greeting</h1><p id='result'>Hello, "
-                   f"{html.escape(name)}!</p></body></html>")
-
-    def _send(self, body: str) -> None:
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_: object) -> None:
-        pass
+                       f"{html.escape(name)}!</p></body></html>")
 
 
 @pytest.fixture(scope="module")
