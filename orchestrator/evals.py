@@ -11,25 +11,28 @@ cap cut short is counted as where the eval stopped, not as a failure of the skil
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import select
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
-from orchestrator.launch import run_progress, start_run
+from orchestrator.launch import launch, routes, run_progress, start_run, wait_run
 from orchestrator.testing import cases_of, outcome_of
+from shared.builtin import JUDGE, builtin_skill
 from shared.case_judge import CaseResult, judge
 from shared.db.models import StepRun
 from shared.db.session import transaction
-from shared.errors import InputError
+from shared.errors import InputError, NoWorker
 from shared.eval_stats import Spread, pass_at_k, pass_hat_k, spread
 from shared.inputs import local_paths
+from shared.plan import build_plan
 from shared.problems import Problem
 from shared.skill import Skill
-from shared.skillfiles import RunSource, TestCase
+from shared.skillfiles import JudgeAssertion, RunSource, TestCase
 from shared.states import RunState
 from shared.vault import Vault
 
@@ -67,7 +70,8 @@ class EvalReport:
     version: int
     runs: list[EvalRun] = field(default_factory=list)
     stopped: str | None = None  # why it stopped short of every run asked for
-    spent_usd: float = 0.0
+    spent_usd: float = 0.0  # the skill's runs and the judges'
+    judge_usd: float = 0.0  # the judges' alone: not the skill's cost
 
     def cases(self, ks: Sequence[int]) -> list[CaseReport]:
         names = list(dict.fromkeys(r.case for r in self.runs))
@@ -128,11 +132,53 @@ def run_eval(conn: Connection, vault: Vault, skill: Skill, *, runs: int, concurr
                 report.stopped = _stop_text(budget_usd, report, total)
                 todo.clear()
                 continue
-            report.runs.append(EvalRun(case.id, run_id, judge(case, outcome_of(conn, run),
-                                                              skill.name), usage))
+            verdict = judge(case, outcome_of(conn, run), skill.name)
+            judged, judge_usage = judge_assertions(conn, vault, case, verdict,
+                                                   _share(budget_usd, report.spent_usd,
+                                                          flying, concurrency))
+            report.spent_usd += judge_usage.cost_usd
+            report.judge_usd += judge_usage.cost_usd
+            report.runs.append(EvalRun(case.id, run_id, judged, usage))
         if on_progress is not None:
             on_progress(len(report.runs), total, report.spent_usd)
     return report
+
+
+def judge_assertions(conn: Connection, vault: Vault, case: TestCase, verdict: CaseResult,
+                     cap: float | None) -> tuple[CaseResult, Usage]:
+    """The verdict with the case's judge assertions checked, each by a run of the
+    built-in skillq-judge (on the queues, source eval, its cost apart from the skill's):
+    a failed one adds the statement and the evidence the judge quoted."""
+    judges = [a for a in case.assertions if isinstance(a, JudgeAssertion)]
+    if not judges or verdict.outcome.state != RunState.SUCCEEDED:
+        return verdict, Usage()
+    skill = builtin_skill(JUDGE)
+    assert skill is not None  # shipped with the package
+    problems, cost, tokens_in, tokens_out = list(verdict.problems), 0.0, 0, 0
+    for found in judges:
+        given = {"statement": found.judge,
+                 "outputs": json.dumps(verdict.outcome.outputs, ensure_ascii=False)}
+        plan = build_plan(skill, vault.skills, given).with_budget(cap)
+        if found.model:
+            plan = plan.with_requested_model(found.model)
+        missing, daemons = routes(conn, vault, plan)
+        if missing:
+            raise NoWorker(missing)
+        run_id = launch(conn, vault, skill, given, plan=plan, source=RunSource.EVAL.value,
+                        triggered_by=f"judge:{case.id}", daemons=daemons)
+        run = wait_run(conn, run_id)
+        usage, _ = _usage(conn, run_id)
+        cost, tokens_in, tokens_out = (cost + usage.cost_usd, tokens_in + usage.tokens_in,
+                                       tokens_out + usage.tokens_out)
+        said = outcome_of(conn, run).outputs or {}
+        if run.state != RunState.SUCCEEDED:
+            problems.append(f"judge '{found.judge}' could not decide: {run.error}")
+        elif not said.get("passed"):
+            problems.append(f"judge: '{found.judge}' does not hold; evidence: "
+                            f"{said.get('evidence', '')!r}")
+    unchecked = tuple(u for u in verdict.unchecked if u != "judge")
+    return replace(verdict, passed=not problems, problems=tuple(problems),
+                   unchecked=unchecked), Usage(cost, tokens_in, tokens_out)
 
 
 def _share(budget_usd: float | None, spent: float, flying: dict[str, tuple[TestCase, float |

@@ -94,7 +94,8 @@ def as_dict(report: EvalReport, ks: list[int]) -> dict[str, Any]:
             "cases": [_case_dict(c) for c in report.cases(ks)],
             "runs": [{"case": r.case, "run_id": r.run_id, "passed": r.verdict.passed,
                       "problems": list(r.verdict.problems)} for r in report.runs],
-            "spent_usd": report.spent_usd, "stopped": report.stopped}
+            "spent_usd": report.spent_usd, "judge_usd": report.judge_usd,
+            "stopped": report.stopped}
 
 
 def _print(report: EvalReport, ks: list[int]) -> None:
@@ -108,4 +109,4 @@ def _print(report: EvalReport, ks: list[int]) -> None:
                       *(f"{c.pass_hat[k]:.2f}" for k in ks if k in c.pass_hat),
                       str(c.duration_ms or "-"), str(c.tokens or "-"), str(c.cost_usd or "-"))
     out.print(table)
-    out.print(f"spent ${report.spent_usd:.4f}", markup=False)
+    out.print(f"spent ${report.spent_usd:.4f} (judges ${report.judge_usd:.4f})", markup=False)

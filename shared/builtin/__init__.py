@@ -24,7 +24,8 @@ TRY = "skillq-try"  # `skillq try NAME "request"`: the test window's agent
 BUILD = BUILD_SKILL  # `skillq build "TASK"`: run by skillq itself (workers/build/)
 PLANNER = "skillq-planner"  # a build's planner agent (its update_plan tool)
 BUILDER = "skillq-builder"  # a build's sub-skill builder agent (its draft folder's tools)
-RESERVED = frozenset({ASK, APPROVAL, TRY, BUILD, PLANNER, BUILDER})
+JUDGE = "skillq-judge"  # `skillq eval`'s judge assertions: pass or fail, with evidence
+RESERVED = frozenset({ASK, APPROVAL, TRY, BUILD, PLANNER, BUILDER, JUDGE})
 _ROOT = Path(__file__).resolve().parent
 
 

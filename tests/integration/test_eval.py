@@ -93,3 +93,33 @@ def test_a_budget_stops_at_the_request_it_allows(healthy: Stack, llm: FakeLLM,
     assert report["spent_usd"] == pytest.approx(0.0012)
     assert report["stopped"] == "the budget of $0.001 was spent ($0.0012) after 3 of 5 runs"
     assert report["cases"][0]["runs"] == 3
+
+
+def test_a_judge_assertion_passes_and_fails_with_its_quoted_evidence(
+        healthy: Stack, llm: FakeLLM, tmp_path: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    vault = tmp_path / "vault"
+    name = agent_vault(vault, k)
+    bench = vault / name / "benchmarks.json"
+    doc = json.loads(bench.read_text())
+    statement = f"[[fake:judge-{k}]] the verdict agrees with the claim"
+    doc["tests"][0]["assertions"] = [{"judge": statement}]
+    bench.write_text(json.dumps(doc))
+    llm.script(f"eval-{k}", *answers("yes", "yes"))
+    llm.script(f"judge-{k}",
+               {"output": {"passed": True, "evidence": "yes"}, "usage": USAGE},
+               {"output": {"passed": False, "evidence": "nothing supports it"},
+                "usage": USAGE})
+    report = evaluate(healthy, vault, name, "--runs", "2")
+    first, second = report["runs"]
+    assert (first["passed"], first["problems"]) == (True, [])
+    assert second["passed"] is False
+    assert second["problems"] == [f"judge: '{statement}' does not hold; evidence: "
+                                  "'nothing supports it'"]
+    # the judge saw the run's outputs; its cost is counted apart from the skill's
+    asked = llm.bodies(f"judge-{k}")[0]["messages"][0]["content"][0]["text"]
+    given = json.loads(asked.split("as JSON:\n", 1)[1])
+    assert json.loads(given["outputs"]) == {"verdict": "yes"}
+    assert report["judge_usd"] == pytest.approx(0.0008)
+    assert report["cases"][0]["cost_usd"]["mean"] == pytest.approx(0.0004)
+    assert report["spent_usd"] == pytest.approx(0.0016)
