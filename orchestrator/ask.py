@@ -19,7 +19,7 @@ from sqlalchemy import func, or_, select
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
-from orchestrator.launch import launch, routes
+from orchestrator.launch import launch_routed
 from shared import ask_stream
 from shared.agent_prompt.ask import AskPrompt, ask_prompt, invoked_mcp_servers
 from shared.builtin import ASK, builtin_skill
@@ -27,7 +27,7 @@ from shared.db import libpq
 from shared.db.agent_models import AgentTurn
 from shared.db.models import StepRun
 from shared.db.session import transaction
-from shared.errors import InputError, NoWorker
+from shared.errors import InputError
 from shared.library_tokens import LibraryState, library_states, token_entries
 from shared.model_spec import resolve as resolve_model
 from shared.plan import build_plan
@@ -89,11 +89,8 @@ def start_ask(conn: Connection, vault: Vault, text: str, *, model: str | None = 
     if model:
         resolve_model(model, where="the model asked for")  # AgentError: the forms it takes
         plan = plan.with_requested_model(model)
-    missing, daemons = routes(conn, vault, plan)
-    if missing:
-        raise NoWorker(missing)
-    run_id = launch(conn, vault, skill, given, plan=plan, source=SOURCE,
-                    triggered_by=triggered_by, workdir=workdir, daemons=daemons)
+    run_id = launch_routed(conn, vault, skill, given, plan=plan, source=SOURCE,
+                           triggered_by=triggered_by, workdir=workdir)
     return Asked(run_id, resolution)
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from lifecycle import builds
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
-from orchestrator.launch import launch, routes
+from orchestrator.launch import launch_routed
 from orchestrator.waits import revise
 from shared.build_plan import BuildPlan
 from shared.builtin import BUILD, PLANNER, builtin_skill
@@ -28,7 +28,7 @@ from shared.db.build_models import Build
 from shared.db.models import PipelineRun
 from shared.db.notes_models import ImprovementNote
 from shared.db.session import transaction
-from shared.errors import BuildError, InputError, NoWorker
+from shared.errors import BuildError, InputError
 from shared.folder_store import FolderMismatch, unpack_folder
 from shared.model_spec import resolve as resolve_model
 from shared.plan import build_plan
@@ -80,11 +80,8 @@ def start_build(conn: Connection, vault: Vault, task: str, *, note_id: int | Non
     plan = build_plan(skill, vault.skills, given, workdir=workdir).pinned_to(daemon)
     if daemon is None:
         ensure_build_workers(conn, (QueueClass.AGENT, QueueClass.DEFAULT))
-    missing, daemons = routes(conn, vault, plan)
-    if missing:
-        raise NoWorker(missing)
-    run_id = launch(conn, vault, skill, given, plan=plan, source=RunSource.BUILD.value,
-                    triggered_by=triggered_by, workdir=workdir, daemons=daemons)
+    run_id = launch_routed(conn, vault, skill, given, plan=plan, source=RunSource.BUILD.value,
+                           triggered_by=triggered_by, workdir=workdir)
     with transaction(conn.endpoints.database_url) as session:  # `plan show` has it at once
         builds.open_build(session, run_id, vault=str(resolved_root(vault.root)), task=task,
                           note_id=note_id, improves=improves, daemon=daemon)

@@ -20,13 +20,13 @@ from sqlalchemy import select
 
 from lifecycle.run_costs import Usage, run_usage
 from orchestrator.connect import Connection
-from orchestrator.launch import launch, routes, run_progress, start_run, wait_run
+from orchestrator.launch import launch_routed, run_progress, start_run, wait_run
 from orchestrator.testing import cases_of, outcome_of
 from shared.builtin import JUDGE, builtin_skill
 from shared.case_judge import CaseResult, judge
 from shared.db.models import StepRun
 from shared.db.session import transaction
-from shared.errors import InputError, NoWorker
+from shared.errors import InputError
 from shared.eval_stats import Spread, pass_at_k, pass_hat_k, spread
 from shared.inputs import local_paths
 from shared.plan import build_plan
@@ -161,11 +161,8 @@ def judge_assertions(conn: Connection, vault: Vault, case: TestCase, verdict: Ca
         plan = build_plan(skill, vault.skills, given).with_budget(cap)
         if found.model:
             plan = plan.with_requested_model(found.model)
-        missing, daemons = routes(conn, vault, plan)
-        if missing:
-            raise NoWorker(missing)
-        run_id = launch(conn, vault, skill, given, plan=plan, source=RunSource.EVAL.value,
-                        triggered_by=f"judge:{case.id}", daemons=daemons)
+        run_id = launch_routed(conn, vault, skill, given, plan=plan,
+                               source=RunSource.EVAL.value, triggered_by=f"judge:{case.id}")
         run = wait_run(conn, run_id)
         usage, _ = _usage(conn, run_id)
         cost, tokens_in, tokens_out = (cost + usage.cost_usd, tokens_in + usage.tokens_in,

@@ -197,6 +197,16 @@ def start_run(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, 
         skill = as_published(conn, skill)  # its steps' folders are checked by their workers
     plan = build_plan(skill, vault.skills, dict(given), workdir=workdir
                       ).with_budget(budget_usd)
+    return launch_routed(conn, vault, skill, given, plan=plan, source=source,
+                         triggered_by=triggered_by, workdir=workdir, waiting=waiting)
+
+
+def launch_routed(conn: Connection, vault: Vault, skill: Skill, given: Mapping[str, Any], *,
+                  plan: Plan, source: str, triggered_by: str | None = None,
+                  workdir: str | None = None, waiting: bool = False) -> str:
+    """``launch`` the run once ``plan`` is routed (NoWorker, nothing recorded, when a
+    step has nowhere to go): the path of a run whose plan its caller made (a built-in
+    skill's, with its model, budget or daemon)."""
     missing, daemons = routes(conn, vault, plan, given)
     if missing:
         raise NoWorker(missing)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from orchestrator.connect import Connection
-from orchestrator.launch import launch, routes
+from orchestrator.launch import launch_routed
 from shared.builtin import TRY, builtin_skill
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
-from shared.errors import InputError, NoWorker
+from shared.errors import InputError
 from shared.plan import build_plan
 from shared.problems import Problem
 from shared.skillfiles import RunSource
@@ -56,11 +56,9 @@ def start_try(conn: Connection, vault: Vault, name: str, request: str,
     assert skill is not None  # shipped with the package
     given = {"text": request_text(name, request, earlier), "skill": name}
     plan = build_plan(skill, vault.skills, given, workdir=workdir)
-    missing, daemons = routes(conn, vault, plan)
-    if missing:
-        raise NoWorker(missing)
-    return launch(conn, vault, skill, given, plan=plan, source=RunSource.TEST_WINDOW.value,
-                  triggered_by=triggered_by, workdir=workdir, daemons=daemons)
+    return launch_routed(conn, vault, skill, given, plan=plan,
+                         source=RunSource.TEST_WINDOW.value, triggered_by=triggered_by,
+                         workdir=workdir)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,13 +22,11 @@ from workers.step_types import Result
 
 
 def finish(session: Session, build: Build, plan: BuildPlan, vault: Vault) -> Result:
-    if not plan.steps:  # a new version of one skill (--from-note): no pipeline to compile
-        pass
-    elif all(outcomes.state_of(build, s.name) == outcomes.BUILT for s in plan.to_build):
+    unbuilt = [s.name for s in plan.to_build if outcomes.state_of(build, s.name) != outcomes.BUILT]
+    if plan.steps and unbuilt:
+        builds.record_skill(build, plan.name, outcomes.skipped(unbuilt))
+    elif plan.steps:  # none for a new version of one skill (--from-note): nothing to compile
         _compile(session, build, vault)
-    else:
-        builds.record_skill(build, plan.name, outcomes.skipped(
-            [s.name for s in plan.to_build if outcomes.state_of(build, s.name) != outcomes.BUILT]))
     builds.move(build, BuildStage.BUILT)
     return outcomes.result(build)
 

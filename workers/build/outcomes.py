@@ -61,11 +61,10 @@ def settle(session: Session, build: Build, name: str, run: PipelineRun) -> None:
     why = _verdict(entry, run)
     builds.record_skill(build, name, {
         "state": FAILED if why else BUILT, "run_id": run.id, "why": why,
-        "diagnosis": str(outputs.get("diagnosis") or run.error or "")})
+        "diagnosis": str(outputs.get("diagnosis") or run.error or ""),
+        **({"draft": None} if why else {})})  # a failed builder's draft never leaves
     if why is None:
         builds.add_deviations(build, [f"{name}: {d}" for d in outputs.get("deviations") or []])
-    else:  # a failed builder's draft never leaves
-        builds.record_skill(build, name, {"draft": None})
 
 
 def result(build: Build) -> Result:
