@@ -11,8 +11,9 @@ URL in ``forward_urls`` (the embedded servers and the tests' own listen on 127.0
 only). Every environment value naming one of those loopback ports is rewritten to the
 host end; ``NamespacedDaemon.reach(url)`` does the same for a URL handed over later.
 
-Needs root and iproute2; without them the test is skipped (``SKIP_REASON``), as a
-container without CAP_NET_ADMIN cannot make namespaces. Names and addresses derive from
+Needs root (CAP_NET_ADMIN) and iproute2, which scripts/debian-packages installs; without
+them the test fails saying so (``UNAVAILABLE``), never skipped: what it tests (a daemon
+on a machine of its own) would otherwise go unchecked. Names and addresses derive from
 the pid and a counter, so two such daemons in one process (or two xdist workers) do not
 collide: interfaces ``sqh<pid>x<n>`` / ``sqn<pid>x<n>`` (<= 15 characters, the kernel's
 limit), a /30 of 10.231.0.0/16 not already on the host (.1 the host end, .2 inside).
@@ -41,7 +42,8 @@ from sqlalchemy.orm import Session
 
 from shared.db.daemon_models import DaemonWorker
 
-SKIP_REASON = "this machine does not allow network namespaces (needs root and iproute2)"
+UNAVAILABLE = ("this machine does not allow network namespaces: the test needs root "
+               "(CAP_NET_ADMIN) and iproute2 (`bash scripts/debian-packages` installs it)")
 STACK_URLS = ("SKILLQ_BROKER_URL", "SKILLQ_RESULT_BACKEND", "SKILLQ_DATABASE_URL")
 LOOPBACK = ("127.0.0.1", "localhost")
 ANNOUNCE_TIMEOUT_S = 60.0
@@ -231,12 +233,12 @@ def namespaced_daemon(stack: StackLike, home: Path, name: str, *, queues: str,
     pid, serial = os.getpid(), next(_serial)
     ns, host_end, ns_end = f"sq{pid}x{serial}", f"sqh{pid}x{serial}", f"sqn{pid}x{serial}"
     if shutil.which("ip") is None:
-        pytest.skip(SKIP_REASON)
+        pytest.fail(UNAVAILABLE)
     # Same names: left by a killed process that had this pid (it is not running now).
     _ip("link", "del", host_end)
     _ip("netns", "del", ns)
     if _ip("netns", "add", ns).returncode != 0:
-        pytest.skip(SKIP_REASON)
+        pytest.fail(UNAVAILABLE)
     forwarder = Forwarder()
     daemon = None
     try:
