@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     build_web_access: bool = Field(default=False, description="a skill build's planner "
                                    "may fetch web pages and API docs (its fetch_page tool); "
                                    "off: it plans from the task and the vault alone")
+    build_eval_runs: int = Field(default=3, ge=1, description="a skill build's gate for an "
+                                 "agent sub-skill: each of its test cases runs this many "
+                                 "times and passes only when every run passes (pass^N = "
+                                 "1); a script sub-skill's case runs once")
     discovery_ttl_s: float = Field(default=5.0, ge=0,
                                    description="how long a vault scan is reused")
     max_step_timeout_s: float = Field(default=3600, gt=0, description="the longest a step "

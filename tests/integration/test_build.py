@@ -35,6 +35,7 @@ from shared.notes import StepFailure, leave_note
 
 pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
+EVAL_RUNS = 2  # an agent sub-skill's runs of each case (its eval), kept small here
 USAGE = {"input": 200, "output": 40}
 
 READ_INPUTS = ("import json, os\n"
@@ -48,7 +49,8 @@ def script(outputs: str) -> str:
 
 @pytest.fixture
 def worker_env(llm: FakeLLM) -> dict[str, dict[str, str | None]]:
-    return {AGENT_WORKER: {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5"}}
+    return {AGENT_WORKER: {**llm.env(), "SKILLQ_AGENT_MODEL": "anthropic:claude-haiku-4-5",
+                           "SKILLQ_BUILD_EVAL_RUNS": str(EVAL_RUNS)}}
 
 
 @pytest.fixture
@@ -201,8 +203,10 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
                     call("check_draft"), call("run_tests"),
                     answer(diagnosis="writes the post",
                            deviations=["its body asks for a short post"])],
-        # the built agent skill: its test case's run, then the compiled pipeline's
-        f"post-{k}": [answer(post="This week: x, y."), answer(post="This week: a/b.")],
+        # the built agent skill: its test case's runs (its eval), then the compiled
+        # pipeline's
+        f"post-{k}": [answer(post="This week: x, y."), answer(post="This week: x, y."),
+                      answer(post="This week: a/b.")],
     })
     proc, build_id = start(healthy, vault, f"[[fake:plan-{k}]] Each Monday, a short post "
                            "on last week's commits and open issues of a repo")
@@ -245,7 +249,7 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
     # priced per stage: the planner's 4 turns, each builder's with its test cases'
     assert view["cost_usd"]["planning"] == pytest.approx(0.0016)
     assert view["cost_usd"]["builders"][f"repo-issues-{k}"] == pytest.approx(0.0012)
-    assert view["cost_usd"]["total"] == pytest.approx(0.0068)
+    assert view["cost_usd"]["total"] == pytest.approx(0.0072)
     assert all(view["skills"][n]["state"] == "built" for n in builders)
     assert view["plan"]["deviations"] == [f"weekly-post-{k}: its body asks for a short post"]
 
@@ -259,8 +263,8 @@ def test_a_build_plans_waits_for_approval_then_builds_tests_and_compiles(
     assert out.index(name) < out.index(f"repo-commits-{k}") < out.index("cost $")
     assert f"built    repo-commits-{k} (1/1 test cases passed, $0.00" in out
     assert "planned  $0.0016 (round 2)" in out  # 4 turns of $0.0004, both rounds
-    # 17 turns: the planner's 4, the builders' 5, 3 and 4, the agent skill's case's 1
-    assert "cost $0.0068 (3400 tokens in, 680 out)" in out
+    # 18 turns: the planner's 4, the builders' 5, 3 and 4, the agent skill's case's 2
+    assert "cost $0.0072 (3600 tokens in, 720 out)" in out
     shown_run = healthy.cli("run-show", build_id, cwd=vault.parent)
     assert shown_run.returncode == 0, shown_run.stderr
     assert "skillq-build" in shown_run.stdout
@@ -335,6 +339,51 @@ def test_a_builder_that_never_passes_is_reported_and_not_drafted(
     assert sorted(p.name for p in vault.iterdir()) == []
     assert not (healthy.home / "builds" / build_id / "escape.py").exists()
     assert not (healthy.home / "builds" / "escape.py").exists()
+
+
+def shout_agent_md(k: str, how: str) -> str:
+    return (f"---\nname: shout-{k}\ndescription: Upper-case a text.\nversion: 1\n"
+            "approach: agent\ninputs:\n  - {name: text, type: string, required: true}\n"
+            f"outputs:\n  - {{name: text, type: string}}\n---\n\n[[fake:say-{k}]] {how}\n")
+
+
+def test_an_agent_sub_skill_is_built_only_once_every_run_of_its_eval_passes(
+        healthy: Stack, llm: FakeLLM, vault: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    plan = small_plan(k, dependent=False)
+    plan["skills"][0].update(approach="agent", work=["agentic"], why="a model's words")
+    llm.script(f"b-{k}",
+               call("write_file", path="SKILL.md", text=shout_agent_md(k, "Shout it.")),
+               call("run_tests"),
+               # one of its eval's runs failed: the case did not pass; it fixes the body
+               {**call("write_file", path="SKILL.md",
+                       text=shout_agent_md(k, "Answer the text in upper case, always.")),
+                "expect_tool_result": f"1 of {EVAL_RUNS} runs passed"},
+               call("run_tests"),
+               {**answer(diagnosis="upper-cases every time", deviations=[]),
+                "expect_tool_result": f"{EVAL_RUNS} of {EVAL_RUNS} runs passed"})
+    # the drafted agent skill's runs: its first round passes once and fails once (the
+    # two run together, so either may fail), its second passes both
+    llm.script(f"say-{k}", answer(text="HI"), answer(text="hi"), answer(text="HI"),
+               answer(text="HI"))
+    with approved_build(healthy, llm, vault, k, plan) as (proc, build_id):
+        out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, f"{out}\n{err}\n{show(healthy, vault.parent, build_id)}"
+
+    cases = runs_called(healthy, None, f"shout-{k}")
+    assert [r.source for r in cases] == ["build"] * 2 * EVAL_RUNS
+    assert sorted(r.state for r in cases) == ["succeeded"] * 2 * EVAL_RUNS
+    # the first round's result named the gate and the failing run's problem
+    first = json.dumps(llm.bodies(f"b-{k}")[2])
+    assert "an agent skill's case must pass every run of its eval" in first
+    assert "output 'text' is" in first and '"passed\\":false' in first
+    tested = show(healthy, vault.parent, build_id)["skills"][f"shout-{k}"]
+    assert tested["state"] == "built"
+    (case,) = tested["tested"]["cases"]
+    assert (case["passed"], case["runs"], case["runs_passed"]) == (True, EVAL_RUNS,
+                                                                  EVAL_RUNS)
+    assert f"built    shout-{k} (1/1 test cases passed, $" in out
+    assert "always" in (vault / f"shout-{k}" / "SKILL.md").read_text()
 
 
 def test_a_cancelled_build_leaves_no_draft(healthy: Stack, llm: FakeLLM, vault: Path) -> None:

@@ -72,7 +72,7 @@ def build_tools(ctx: WorkerContext, skill: Skill, inputs: Mapping[str, Any], row
                     sandbox=sandboxes.current(ctx.settings))
     # its runs of the draft's cases are waited for as execute_skill's are
     tests = DraftTests(ctx.database_url, row_id, build_id, folder, daemon=daemon,
-                       waiting=calls.waiting)
+                       eval_runs=ctx.settings.build_eval_runs, waiting=calls.waiting)
     journal = ToolJournal(ctx.database_url, row_id)
     answered = [journal.durable(t, redo=t.name == "write_file") for t in
                 [*DraftFolder(folder, MAX_DRAFT_FILE_BYTES).tools(), bash.tool(),

@@ -6,6 +6,9 @@ queues (``run_tests``).
 from the build's own vault of drafts (workers/build/drafts.py), and defers like
 execute_skill: the step holds no worker slot while the cases run, and on its next
 attempt the call finds them ended and answers with each verdict (shared/case_judge.py).
+An agent skill's case is its eval: it runs ``eval_runs`` times (SKILLQ_BUILD_EVAL_RUNS),
+all started together, and passes only when every run passed (pass^N = 1); a script
+skill's case runs once.
 Every verdict is recorded with the folder's hash as it was tested, and the build decides
 on these what is built (workers/build/outcomes.py): a draft is built only when its last
 run of its cases passed and it has not changed since.
@@ -25,13 +28,14 @@ from sqlalchemy.orm import Session
 from lifecycle import builds
 from lifecycle.submit import create_run
 from shared.attempt_id import AttemptId
-from shared.case_judge import REFUSED, Outcome, judge
+from shared.case_judge import REFUSED, CaseResult, Outcome, judge
 from shared.db.models import PipelineRun
 from shared.db.session import transaction
 from shared.errors import SkillqError
 from shared.folderhash import hash_folder
+from shared.manifest import Approach
 from shared.skill import Skill
-from shared.skillfiles import RunSource
+from shared.skillfiles import RunSource, TestCase
 from shared.states import RunState
 from shared.store import unpack
 from shared.vault import load_vault
@@ -46,6 +50,7 @@ class DraftTests:
     build_id: str
     folder: Path  # the draft: <build root>/<skill>
     daemon: str | None = None  # the build's --daemon: its cases run there too
+    eval_runs: int = 1  # an agent skill's runs of each case, every one to pass
     waiting: list[str] = field(default_factory=list)
 
     def _draft(self) -> tuple[Skill | None, list[str]]:
@@ -72,23 +77,24 @@ class DraftTests:
             return {"error": "benchmarks.json has no test cases: add the plan's under "
                     "\"tests\""}
         call = f"{AttemptId.parse(self.row_id).calls_prefix}{rc.tool_call_id}"
+        runs = self.eval_runs if _is_agent(skill) else 1
         vault = load_vault(self.folder.parent)
         with transaction(self.database_url) as session:
-            outcomes = {c.id: self._case(session, vault, skill, c, f"{call}/{c.id}")
-                        for c in cases}
-        running = [o.run_id for o in outcomes.values()
+            outcomes = {c.id: [self._case(session, vault, skill, c,
+                                          f"{call}/{c.id}" + (f"/{i}" if i else ""))
+                               for i in range(runs)] for c in cases}
+        running = [o.run_id for found in outcomes.values() for o in found
                    if o.run_id and o.state not in _ENDED]
         if running:
             self.waiting.extend(r for r in running if r)
             raise CallDeferred(metadata={"run_ids": running})
-        verdicts = [judge(c, outcomes[c.id], skill.name) for c in cases]
-        report = [{"test": v.test_id, "passed": v.passed, "problems": list(v.problems),
-                   "run_id": v.outcome.run_id} for v in verdicts]
+        report = [_case_report(c, [judge(c, o, skill.name) for o in outcomes[c.id]])
+                  for c in cases]
         with transaction(self.database_url) as session:
             build = builds.get(session, self.build_id, for_update=True)
             if build is not None:
                 builds.record_tests(build, self.folder.name, hash_folder(self.folder), report)
-        return {"passed": all(v.passed for v in verdicts), "cases": report}
+        return {"passed": all(c["passed"] for c in report), "cases": report}
 
     def _case(self, session: Session, vault: Any, skill: Skill, case: Any, key: str
               ) -> Outcome:
@@ -116,8 +122,34 @@ class DraftTests:
                              takes_ctx=True,
                              description="Run every test case of the draft's "
                              "benchmarks.json through skillq's queues; each case's verdict "
-                             "and, for a failure, why."),
+                             "and, for a failure, why. An agent skill's case is its eval: "
+                             f"it runs {self.eval_runs} time(s) and passes only when every "
+                             "run passes."),
         ]
+
+
+def _is_agent(skill: Skill) -> bool:
+    """An agent skill (instructions a model follows): its cases are its eval."""
+    return skill.manifest.kind == "instructions" and \
+        skill.manifest.effective_approach is Approach.AGENT
+
+
+def _case_report(case: TestCase, verdicts: list[CaseResult]) -> dict[str, Any]:
+    """One case's verdict over its runs: passed only when every run passed (pass^N = 1),
+    with the problems of the runs that failed, each once."""
+    failed = [v for v in verdicts if not v.passed]
+    report: dict[str, Any] = {
+        "test": case.id, "passed": not failed,
+        "problems": list(dict.fromkeys(p for v in failed for p in v.problems)),
+        "run_id": (failed or verdicts)[0].outcome.run_id}
+    if len(verdicts) > 1:
+        passed = len(verdicts) - len(failed)
+        report.update(runs=len(verdicts), runs_passed=passed,
+                      run_ids=[v.outcome.run_id for v in verdicts],
+                      eval=f"case {case.id}: {passed} of {len(verdicts)} runs passed" +
+                      ("; an agent skill's case must pass every run of its eval"
+                       if failed else ""))
+    return report
 
 
 _ENDED = frozenset({RunState.SUCCEEDED.value, RunState.FAILED.value, RunState.CANCELLED.value,

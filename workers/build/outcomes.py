@@ -1,8 +1,9 @@
 """Which of a build's sub-skills are built: a draft is built only when its
 builder's last run of its test cases passed (recorded by the run_tests tool, not the
-model's word) and the draft has not changed since (its hash as stored, against the hash
-it was tested with). One that does not is reported with its failing cases and its
-builder's last diagnosis; those depending on it are skipped, and the rest go on."""
+model's word; an agent skill's case passes only when every run of its eval did) and the
+draft has not changed since (its hash as stored, against the hash it was tested with).
+One that does not is reported with its failing cases and its builder's last diagnosis;
+those depending on it are skipped, and the rest go on."""
 
 from __future__ import annotations
 
@@ -46,12 +47,18 @@ def _verdict(entry: dict[str, Any], run: PipelineRun) -> str | None:
     if not tested:
         return "its builder never ran its test cases"
     if not tested.get("passed"):
-        failing = [f"{c['test']}: {'; '.join(c.get('problems') or [])}"
+        failing = [f"{c['test']}{_runs(c)}: {'; '.join(c.get('problems') or [])}"
                    for c in tested.get("cases", []) if not c.get("passed")]
         return "its test cases did not pass: " + " | ".join(failing)
     if (entry.get("draft") or {}).get("hash") != tested.get("hash"):
         return "it changed after its test cases last passed"
     return None
+
+
+def _runs(case: dict[str, Any]) -> str:
+    """An agent skill's case, run as its eval: how many of its runs passed."""
+    return f" ({case['runs_passed']} of {case['runs']} runs passed)" if case.get("runs") \
+        else ""
 
 
 def settle(session: Session, build: Build, name: str, run: PipelineRun) -> None:
