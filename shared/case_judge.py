@@ -5,7 +5,8 @@ own runs of its draft's cases (workers/build/) judge alike."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.diagnosis import first_line
@@ -28,6 +29,15 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Check:
+    """One assertion of a case, as a report names it, and whether one run met it: what
+    an eval counts to find the assertions that never discriminate."""
+
+    assertion: str  # "success", "output 'verdict'", "contains 'x'", "schema", "judge: …"
+    passed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class CaseResult:
     skill: str
     test_id: str
@@ -38,6 +48,16 @@ class CaseResult:
     # its judge and script assertions: a model's or a sandbox's to check, which a single
     # run's verdict does not do (named, so that nobody takes them for checked)
     unchecked: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()  # each assertion that was checked, met or not
+
+    def with_checks(self, checks: Sequence[Check], problems: Sequence[str],
+                    checked: str) -> CaseResult:
+        """The verdict with more assertions checked (``checked``: their kind, no longer
+        unchecked), failing if any of them did."""
+        return replace(self, passed=self.passed and all(c.passed for c in checks),
+                       problems=(*self.problems, *problems),
+                       checks=(*self.checks, *checks),
+                       unchecked=tuple(u for u in self.unchecked if u != checked))
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -79,38 +99,47 @@ def _short(value: Any, limit: int = 80) -> str:
 def judge(case: TestCase, outcome: Outcome, skill: str = "") -> CaseResult:
     """The verdict on one case: every expectation that does not hold, named."""
     exp = case.expected
+    checks: list[Check] = []
     problems: list[str] = []
+
+    def check(assertion: str, found: list[str]) -> None:
+        checks.append(Check(assertion, not found))
+        problems.extend(found)
+
     succeeded = outcome.state == RunState.SUCCEEDED
     first_error = first_line(outcome.error, 300)
     if exp.success and not succeeded:
         what = "was refused" if outcome.state == REFUSED else f"{outcome.state}"
-        problems.append(f"expected success, but it {what}: {first_error or 'no error'}")
-    if not exp.success and succeeded:
-        problems.append("expected failure, but it succeeded")
-    if exp.error_contains is not None and not succeeded \
-            and exp.error_contains not in (outcome.error or ""):
-        problems.append(f"error does not contain {exp.error_contains!r}: "
-                        f"{first_error or 'no error'}")
+        check("success", [f"expected success, but it {what}: {first_error or 'no error'}"])
+    elif exp.success:
+        check("success", [])
+    else:
+        check("failure", ["expected failure, but it succeeded"] if succeeded else [])
+    if exp.error_contains is not None and not succeeded:
+        check(f"error contains {exp.error_contains!r}",
+              [] if exp.error_contains in (outcome.error or "") else
+              [f"error does not contain {exp.error_contains!r}: {first_error or 'no error'}"])
     if succeeded:
-        problems += [f"outputs do not contain {text!r}" for text in exp.contains
-                     if not output_has(outcome.outputs, text)]
+        for text in exp.contains:
+            check(f"contains {text!r}", [] if output_has(outcome.outputs, text)
+                  else [f"outputs do not contain {text!r}"])
         outputs = outcome.outputs if isinstance(outcome.outputs, dict) else {}
         for name, want in exp.output_values.items():
             if name not in outputs:
-                problems.append(f"output '{name}' missing (expected {_short(want)})")
-            elif not same_json(outputs[name], want):
-                problems.append(f"output '{name}' is {_short(outputs[name])}, "
-                                f"expected {_short(want)}")
-    if succeeded:
+                check(f"output '{name}'", [f"output '{name}' missing (expected {_short(want)})"])
+            else:
+                check(f"output '{name}'", [] if same_json(outputs[name], want) else
+                      [f"output '{name}' is {_short(outputs[name])}, expected {_short(want)}"])
         for found in case.assertions:
             if isinstance(found, SchemaAssertion):
-                problems += [f"outputs do not meet the schema: {m}"
-                             for m in misfits(outcome.outputs, found.json_schema)]
-    if exp.max_duration_ms is not None and outcome.duration_ms is not None \
-            and outcome.duration_ms > exp.max_duration_ms:
-        problems.append(f"took {outcome.duration_ms:.0f} ms, over max_duration_ms "
-                        f"{exp.max_duration_ms}")
-    unchecked = tuple(f"{'judge' if isinstance(a, JudgeAssertion) else 'script'}"
+                check("schema", [f"outputs do not meet the schema: {m}"
+                                 for m in misfits(outcome.outputs, found.json_schema)])
+    if exp.max_duration_ms is not None and outcome.duration_ms is not None:
+        check("max_duration_ms", [] if outcome.duration_ms <= exp.max_duration_ms else
+              [f"took {outcome.duration_ms:.0f} ms, over max_duration_ms "
+               f"{exp.max_duration_ms}"])
+    unchecked = tuple("judge" if isinstance(a, JudgeAssertion) else "script"
                       for a in case.assertions if not isinstance(a, SchemaAssertion))
     return CaseResult(skill=skill, test_id=case.id, name=case.name, passed=not problems,
-                      problems=tuple(problems), outcome=outcome, unchecked=unchecked)
+                      problems=tuple(problems), outcome=outcome, unchecked=unchecked,
+                      checks=tuple(checks))

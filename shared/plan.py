@@ -29,6 +29,8 @@ class AgentModel(Frozen):
     override: bool = False  # the skill's model_override
     requested: str | None = None  # the model an execute_skill call asked for
     budget_usd: float | None = None  # a cap its caller set (a build's share of its budget)
+    # an eval's `--baseline none`: the same request to the same model, no skill loaded
+    bare: bool = False
 
     def ref_args(self, daemon_default: str | None) -> tuple[str | None, bool, str | None,
                                                           str | None]:
@@ -88,6 +90,20 @@ class Plan(Frozen):
         return self.model_copy(update={"steps": tuple(
             s.model_copy(update={"agent": s.agent.model_copy(update={"budget_usd": usd})})
             if s.agent is not None else s for s in self.steps)})
+
+    def bare(self) -> Plan:
+        """The plan with its agent steps sent as the same request to the same model with
+        no skill loaded: no instructions, no catalog, no files (an eval's baseline)."""
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"agent": s.agent.model_copy(update={"bare": True})})
+            if s.agent is not None else s for s in self.steps)})
+
+    def at_version(self, skill: str, version: int) -> Plan:
+        """The plan with ``skill``'s steps pinned to its published ``version`` (workers
+        run it from the store, as for a ``NAME@V`` pin)."""
+        return self.model_copy(update={"steps": tuple(
+            s.model_copy(update={"version": version, "pinned": True}) if s.skill == skill
+            else s for s in self.steps)})
 
     def pinned_to(self, daemon: str | None) -> Plan:
         """The plan with every step pinned to ``daemon`` (a build's `--daemon`: each of

@@ -8,9 +8,10 @@ a `NAME@V` pin, or the vault's version when the run started).
 - The vault's folder declares V and V is published: the folder must hash to what was
   published. If it differs it is a *draft* (edited since publish, its manifest still
   saying V). A production run runs V as published, rebuilt from the shared store, so
-  the pipeline keeps working while someone edits it; a test or build run (source
-  ``test_window`` / ``build``, as `skillq test` and `skillq try` start) runs the draft,
-  since trying a draft is how it gets ready to publish.
+  the pipeline keeps working while someone edits it; a test, build or eval run (source
+  ``test_window`` / ``build`` / ``eval``, as `skillq test`, `skillq try` and `skillq
+  eval` start) runs the draft, since trying a draft is how it gets ready to publish,
+  unless its step is pinned to V (a ``NAME@V`` pin, an eval's published version).
 - The vault's folder declares another version: V is rebuilt from the shared store under
   ``SKILLQ_HOME/published/NAME/V/NAME`` (read-only), verified, and run from there. V
   never published: refused.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lifecycle.context import WorkerContext
-from shared.db.models import StepRun
+from shared.db.models import PipelineRun, StepRun
 from shared.db.session import transaction
 from shared.errors import FolderChanged, VersionNotPublished
 from shared.folderhash import stat_signature
@@ -36,14 +37,21 @@ from shared.skillfiles import RunSource
 if TYPE_CHECKING:
     from workers.step_types import Claim
 
-DRAFT_SOURCES = frozenset({RunSource.TEST_WINDOW.value, RunSource.BUILD.value})
+DRAFT_SOURCES = frozenset({RunSource.TEST_WINDOW.value, RunSource.BUILD.value,
+                           RunSource.EVAL.value})
 REFUSED = (FolderChanged, VersionNotPublished)  # a step fails with one of these, unrun
 
 
-def _source(ctx: WorkerContext, row_id: str) -> str | None:
+def _runs_draft(ctx: WorkerContext, job: Claim) -> bool:
+    """Whether a step of a draft's version runs the draft: in a run of a draft source,
+    where its plan did not pin the published version."""
     with transaction(ctx.database_url) as session:
-        row = session.get(StepRun, row_id)
-        return row.source if row is not None else None
+        row = session.get(StepRun, job.row_id)
+        if row is None or row.source not in DRAFT_SOURCES:
+            return False
+        run = session.get(PipelineRun, job.run_id)
+        steps = (run.plan or {}).get("steps", []) if run is not None else []
+        return not any(s.get("pinned") for s in steps if s.get("id") == job.step_id)
 
 
 def _from_store(ctx: WorkerContext, files: PublishedFiles) -> Skill:
@@ -64,7 +72,7 @@ def skill_for_step(ctx: WorkerContext, job: Claim, vault_skill: Skill) -> Skill:
     if files is None:
         return vault_skill
     found = verify(vault_skill.folder, files, signature)
-    if not found or _source(ctx, job.row_id) in DRAFT_SOURCES:
+    if not found or _runs_draft(ctx, job):
         return vault_skill
     # A draft waits for its publish: production runs the published files meanwhile.
     return _from_store(ctx, files)

@@ -116,7 +116,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Run a skill's test cases (benchmarks.json) through the queues, all at once."),
     ("eval", "eval_cmds",
      "Run a skill's test cases N times each through the queues (source eval): pass rate, "
-     "pass@k, pass^k, and duration, tokens and cost as mean ± stddev."),
+     "pass@k, pass^k, and duration, tokens and cost as mean ± stddev, beside a baseline."),
     ("notes", "notes_cmds",
      "Improvement notes left by production failures: step, error, inputs (secrets "
      "hidden), diagnosis and suggested fix."),

@@ -1,6 +1,8 @@
 """`skillq eval NAME`: a skill's test cases run many times through the queues, with each
-case's pass rate, pass@k and pass^k, and its duration, tokens and cost as mean ± stddev
-(orchestrator/evals.py). Progress on stderr; the report as a table, or --json."""
+case's pass rate, pass@k and pass^k, and its duration, tokens and cost as mean ± stddev,
+beside a baseline with the differences and their intervals (orchestrator/evals/run.py); with
+--triggers, how well its description gets it loaded (orchestrator/evals/triggers.py).
+Progress on stderr; the report as a table, or --json."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from shared.errors import InputError
 from shared.problems import Problem
 
 if TYPE_CHECKING:
-    from orchestrator.evals import CaseReport, EvalReport
+    from orchestrator.evals.report import EvalReport
 
 
 def register(app: typer.Typer) -> None:
@@ -38,68 +40,83 @@ def parse_ks(text: str | None, runs: int) -> list[int]:
 
 
 def eval_cmd(
-    name: Annotated[str, typer.Argument(help="The skill to evaluate.")],
+    name: Annotated[str, typer.Argument(
+        help="The skill to evaluate: NAME (its folder) or NAME@V (a published version).")],
     runs: Annotated[int, typer.Option("--runs", help="Runs of each test case.")] = 5,
     k: Annotated[str | None, typer.Option(
         "--k", help="k for pass@k and pass^k, comma-separated (default: 1 and --runs).",
         show_default=False)] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="Compare with: none (the same request, no skill loaded), "
+        "NAME@V (a published version) or DRAFT (the folder).", show_default=False)] = None,
     budget_usd: Annotated[float | None, typer.Option(
         "--budget-usd", help="A hard stop: no model request is sent past it.",
         show_default=False)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Runs at once.")] = 1,
     test_id: Annotated[str | None, typer.Option("--test", help="Only this test case id.")
                        ] = None,
+    triggers: Annotated[bool, typer.Option(
+        "--triggers", help="Evaluate the description instead: does an agent load this "
+        "skill for the queries under `triggers` in benchmarks.json?")] = False,
+    improve: Annotated[bool, typer.Option(
+        "--improve", help="With --triggers: propose a better description, chosen by its "
+        "held-out score, written as a draft.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")
                        ] = False,
     vault_opt: VaultOption = None,
 ) -> None:
     """Run a skill's test cases N times each through the queues (source eval): pass rate,
-    pass@k, pass^k, and duration, tokens and cost as mean ± stddev."""
+    pass@k, pass^k, and duration, tokens and cost as mean ± stddev, beside a baseline."""
+    if triggers:
+        from orchestrator.cli.trigger_cmds import triggers_cmd
+
+        triggers_cmd(name, vault_opt, improve, budget_usd, as_json)
+        return
+    if improve:
+        raise InputError([Problem("skillq eval", "--improve", "--improve tunes a "
+                                  "description: give it with --triggers")])
     from orchestrator.connect import connect
-    from orchestrator.evals import run_eval
+    from orchestrator.evals.report import as_json as report_json
+    from orchestrator.evals.run import EvalAsk, run_eval
 
     ks = parse_ks(k, runs)
+    ask = EvalAsk(name, runs, ks, baseline, concurrency, budget_usd, test_id)
+    ask.check()
     loaded = vault(vault_opt)
-    skill = loaded.get(name)
     conn = connect()
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total} runs · ${task.fields[spent]:.4f}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(f"evaluating {skill.name}", total=None, spent=0.0)
-        report = run_eval(conn, loaded, skill, runs=runs, concurrency=concurrency,
-                          budget_usd=budget_usd, test_id=test_id,
-                          on_progress=lambda done, total, spent: bar.update(
-                              task, completed=done, total=total, spent=spent))
+        task = bar.add_task(f"evaluating {name}", total=None, spent=0.0)
+        report = run_eval(conn, loaded, ask, on_progress=lambda done, total, spent:
+                          bar.update(task, completed=done, total=total, spent=spent))
     if as_json:
-        print(json.dumps(as_dict(report, ks), ensure_ascii=False))
+        print(json.dumps(report_json(report, ks), ensure_ascii=False))
     else:
         _print(report, ks)
     if report.stopped:
         err.print(f"stopped: {report.stopped}", markup=False)
 
 
-def _case_dict(c: CaseReport) -> dict[str, Any]:
-    def sd(s: Any) -> dict[str, float] | None:
-        return {"mean": s.mean, "stddev": s.stddev} if s is not None else None
-    return {"case": c.case, "runs": c.runs, "passed": c.passed, "pass_rate": c.rate,
-            "pass_at_k": {str(k): v for k, v in c.pass_at.items()},
-            "pass_hat_k": {str(k): v for k, v in c.pass_hat.items()},
-            "duration_ms": sd(c.duration_ms), "tokens": sd(c.tokens),
-            "cost_usd": sd(c.cost_usd)}
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
-def as_dict(report: EvalReport, ks: list[int]) -> dict[str, Any]:
-    return {"skill": report.skill, "version": report.version, "k": ks,
-            "cases": [_case_dict(c) for c in report.cases(ks)],
-            "runs": [{"case": r.case, "run_id": r.run_id, "passed": r.verdict.passed,
-                      "problems": list(r.verdict.problems)} for r in report.runs],
-            "spent_usd": report.spent_usd, "judge_usd": report.judge_usd,
-            "stopped": report.stopped}
+def _interval(d: dict[str, Any] | None, fmt: str = "{:+.2f}") -> str:
+    if d is None:
+        return "-"
+    mark = " *" if d["excludes_zero"] else ""
+    return (f"{fmt.format(d['estimate'])} [{fmt.format(d['low'])}, "
+            f"{fmt.format(d['high'])}]{mark}")
 
 
 def _print(report: EvalReport, ks: list[int]) -> None:
-    table = Table(title=f"eval of {report.skill} v{report.version}", title_justify="left")
+    from orchestrator.evals.report import as_json as report_json
+
+    shown = report_json(report, ks)
+    title = f"eval of {report.skill} {report.subject}"
+    table = Table(title=title, title_justify="left")
     for column in ("case", "runs", "passed", *(f"pass@{k}" for k in ks),
                    *(f"pass^{k}" for k in ks), "duration ms", "tokens", "cost USD"):
         table.add_column(column, overflow="fold")
@@ -109,4 +126,22 @@ def _print(report: EvalReport, ks: list[int]) -> None:
                       *(f"{c.pass_hat[k]:.2f}" for k in ks if k in c.pass_hat),
                       str(c.duration_ms or "-"), str(c.tokens or "-"), str(c.cost_usd or "-"))
     out.print(table)
+    if report.baseline is not None:
+        vs = Table(title=f"{report.subject} against the baseline {report.baseline} "
+                   "(difference, 95% interval; * excludes 0)", title_justify="left")
+        for column in ("case", "pass rate", "baseline", "pass rate difference",
+                       "cost USD difference", "duration ms difference"):
+            vs.add_column(column, overflow="fold")
+        rates = {c["case"]: c["pass_rate"] for c in shown["cases"]}
+        theirs = {c["case"]: c["pass_rate"] for c in shown["baseline_cases"]}
+        rates["(all cases)"], theirs["(all cases)"] = (shown["pass_rate"],
+                                                      shown["baseline_pass_rate"])
+        for d in shown["differences"]:
+            vs.add_row(d["case"], _pct(rates.get(d["case"])), _pct(theirs.get(d["case"])),
+                       _interval(d["pass_rate"]), _interval(d["cost_usd"], "{:+.4f}"),
+                       _interval(d["duration_ms"], "{:+.0f}"))
+        out.print(vs)
+        for flagged in shown["non_discriminating"]:
+            out.print(f"never discriminates: {flagged['case']}: {flagged['assertion']} "
+                      f"(met by every run of both)", markup=False)
     out.print(f"spent ${report.spent_usd:.4f} (judges ${report.judge_usd:.4f})", markup=False)

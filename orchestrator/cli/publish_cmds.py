@@ -195,7 +195,9 @@ def bench_cmd(
 ) -> None:
     """Duration (median, p90), cost and success rate of each version, from the run
     records; with --compare, two versions and the change between them."""
+    from orchestrator.cli.eval_compare_view import print_eval_compare
     from orchestrator.connect import connect
+    from orchestrator.evals.compare import compare_evals, row_json
     from orchestrator.versions import no_runs, version_stats
     from shared.db.session import transaction
 
@@ -205,13 +207,17 @@ def bench_cmd(
     with transaction(conn.endpoints.database_url) as session:
         stats = version_stats(session, name, orchestrator=skill.manifest.is_orchestrator,
                               source=source.value if source else None)
+        evals = compare_evals(session, name, *compare) if compare else []
     versions = list(compare) if compare else sorted(stats)
     if not versions:
         raise SkillqError(f"{name} has no finished runs to compare yet")
     rows = [_bench_row(stats.get(v) or no_runs(v)) for v in versions]
     if as_json:
-        emit([{k: v for k, v in r.items() if k not in ("label", "shown")} for r in rows],
-             BENCH_COLUMNS, as_json=True)
+        found = [{k: v for k, v in r.items() if k not in ("label", "shown")} for r in rows]
+        if evals:  # the eval view: the same cases on both, B's difference from A
+            found[1]["eval_compare"] = {"against": versions[0],
+                                        "cases": [row_json(e) for e in evals]}
+        emit(found, BENCH_COLUMNS, as_json=True)
         return
     if compare:
         a, b = (stats.get(v) or no_runs(v) for v in compare)
@@ -219,6 +225,8 @@ def bench_cmd(
                      "shown": _change(a, b)})
     emit(rows, BENCH_COLUMNS,
          title=f"{name}: runs by version" + (f" ({source.value})" if source else ""))
+    if compare and evals:
+        print_eval_compare(evals, *compare)
 
 
 def _pct(a: float | None, b: float | None) -> str:

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from orchestrator.dashboard import charts, graph_svg, queries
+from orchestrator.dashboard import charts, eval_views, graph_svg, queries
 from orchestrator.dashboard.context import Dashboard, dashboard
 from orchestrator.dashboard.run_form import fields
 from orchestrator.drawing import edges
@@ -92,6 +92,7 @@ def skill_context(dash: Dashboard, request: Request, name: str) -> dict[str, Any
         versions = [{"row": v, "stats": stats.get(v.version, no_runs(v.version))}
                     for v in reversed(list_versions(session, name))]
         results = last_results(session, name)
+        evals = eval_views.eval_section(session, name)
         notes = queries.notes_page(session, status="open", skill=name, after=None, limit=size)
         totals = queries.skill_totals(session, [name], {name} if m.is_orchestrator
                                       else set()).get(name, queries.SkillTotals())
@@ -103,6 +104,7 @@ def skill_context(dash: Dashboard, request: Request, name: str) -> dict[str, Any
         "graph": skill_graph(vault, name),
         "dependents": grouped(find_dependents(vault, name)),
         "versions": versions, "tests": [(t, results.get(t.id)) for t in tests],
+        "evals": evals,
         "runs": runs, "costs": costs, "totals": totals, "notes": notes.items,
         "duration_chart": charts.trend_svg(points, charts.DURATION),
         "cost_chart": charts.trend_svg(points, charts.COST),

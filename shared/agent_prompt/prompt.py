@@ -118,6 +118,16 @@ def build_prompt(skill: Skill, inputs: Mapping[str, Any], catalog_skills: Sequen
                       tuple(w for w in (_budget_note(skill, own), listed.warning) if w))
 
 
+BARE_SYSTEM = ("Answer the request below. Its inputs are given as JSON; give the outputs "
+               "asked for.")
+
+
+def bare_prompt(skill: Skill, inputs: Mapping[str, Any]) -> StepPrompt:
+    """The same request with no skill loaded (an eval's ``--baseline none``): the step's
+    inputs, and none of its instructions, files or catalog."""
+    return StepPrompt(BARE_SYSTEM, user_message(skill, inputs), (), (), ())
+
+
 def fallback_prompt(skill: Skill, inputs: Mapping[str, Any], catalog_skills: Sequence[Skill],
                     *, prompt_budget_chars: int, catalog_budget_chars: int) -> StepPrompt:
     """For a model that cannot call tools (seed 004's fallback disclosure): the catalog,

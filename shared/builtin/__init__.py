@@ -6,7 +6,11 @@ recorded as an agent step's are. ``skillq-approval`` is what an orchestrator's a
 step runs (workers/executors/approval.py); ``skillq-try`` is the test window's agent, an
 ask whose library is the one skill tried (orchestrator/try_session.py). ``skillq-build``
 is a skill build (workers/build/), which runs ``skillq-planner`` and one
-``skillq-builder`` per new sub-skill as runs of their own. Their names are
+``skillq-builder`` per new sub-skill as runs of their own. ``skillq-judge`` and
+``skillq-check`` are `skillq eval`'s judge and script assertions; skillq-check is a code
+skill, its script (check.py) shipped beside its SKILL.md. ``skillq-route`` and
+``skillq-describe`` are `skillq eval NAME --triggers`'s router and its description writer
+(orchestrator/evals/triggers.py). Their names are
 reserved: a vault skill of that name is reported by validation and never shadows it.
 """
 
@@ -25,7 +29,11 @@ BUILD = BUILD_SKILL  # `skillq build "TASK"`: run by skillq itself (workers/buil
 PLANNER = "skillq-planner"  # a build's planner agent (its update_plan tool)
 BUILDER = "skillq-builder"  # a build's sub-skill builder agent (its draft folder's tools)
 JUDGE = "skillq-judge"  # `skillq eval`'s judge assertions: pass or fail, with evidence
-RESERVED = frozenset({ASK, APPROVAL, TRY, BUILD, PLANNER, BUILDER, JUDGE})
+CHECK = "skillq-check"  # `skillq eval`'s script assertions: a checker run in the sandbox
+ROUTE = "skillq-route"  # `skillq eval --triggers`: which skill a request makes a model load
+DESCRIBE = "skillq-describe"  # `skillq eval --triggers --improve`: descriptions to try
+RESERVED = frozenset({ASK, APPROVAL, TRY, BUILD, PLANNER, BUILDER, JUDGE, CHECK, ROUTE,
+                      DESCRIBE})
 _ROOT = Path(__file__).resolve().parent
 
 

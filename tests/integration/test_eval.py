@@ -15,7 +15,9 @@ import pytest
 from conftest import Stack
 from support.fake_llm import FakeLLM
 
+from shared.db.eval_models import EvalRecord, EvalResult
 from shared.db.models import PipelineRun
+from shared.eval_stats import rate_difference
 
 pytestmark = pytest.mark.integration
 AGENT_WORKER = "agent-gpu-cmd0"
@@ -78,7 +80,16 @@ def test_pass_rates_match_the_closed_forms(healthy: Stack, llm: FakeLLM,
     with healthy.db() as session:
         sources = {r.source for r in session.query(PipelineRun).filter(
             PipelineRun.skill == name)}
+        (record,) = session.query(EvalRecord).filter(EvalRecord.skill == name)
+        assert (record.subject, record.baseline, record.pass_rate) == ("draft", None, 0.6)
+        assert record.report["cases"] == report["cases"]
     assert sources == {"eval"}
+    bench = json.loads((vault / name / "benchmarks.json").read_text())
+    assert {r["source"] for r in bench["runs"]} == {"eval"} and len(bench["runs"]) == 5
+    assert bench["aggregates"]["success_rate"] is None  # production's alone: none ran
+    production = healthy.cli("bench", name, "--source", "production", "--json",
+                             "--vault", str(vault), cwd=tmp_path)
+    assert production.returncode != 0 and "no finished runs" in production.stderr
 
 
 def test_a_budget_stops_at_the_request_it_allows(healthy: Stack, llm: FakeLLM,
@@ -105,6 +116,8 @@ def test_a_judge_assertion_passes_and_fails_with_its_quoted_evidence(
     statement = f"[[fake:judge-{k}]] the verdict agrees with the claim"
     doc["tests"][0]["assertions"] = [{"judge": statement}]
     bench.write_text(json.dumps(doc))
+    # the vault's judge model, not the daemon's default the skill runs on
+    (vault / "evals.json").write_text('{"judge_model": "anthropic:claude-sonnet-4-5"}')
     llm.script(f"eval-{k}", *answers("yes", "yes"))
     llm.script(f"judge-{k}",
                {"output": {"passed": True, "evidence": "yes"}, "usage": USAGE},
@@ -120,6 +133,132 @@ def test_a_judge_assertion_passes_and_fails_with_its_quoted_evidence(
     asked = llm.bodies(f"judge-{k}")[0]["messages"][0]["content"][0]["text"]
     given = json.loads(asked.split("as JSON:\n", 1)[1])
     assert json.loads(given["outputs"]) == {"verdict": "yes"}
-    assert report["judge_usd"] == pytest.approx(0.0008)
+    assert {b["model"] for b in llm.bodies(f"judge-{k}")} == {"claude-sonnet-4-5"}
+    assert {b["model"] for b in llm.bodies(f"eval-{k}")} == {"claude-haiku-4-5"}
+    sonnet_turn = (200 * 3 + 40 * 15) / 1e6  # $3 and $15 a million tokens in and out
+    assert report["judge_usd"] == pytest.approx(2 * sonnet_turn)
     assert report["cases"][0]["cost_usd"]["mean"] == pytest.approx(0.0004)
-    assert report["spent_usd"] == pytest.approx(0.0016)
+    assert report["spent_usd"] == pytest.approx(0.0008 + 2 * sonnet_turn)
+
+
+def test_a_vault_judge_model_that_is_not_one_is_refused_naming_the_file(
+        healthy: Stack, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    name = agent_vault(vault, uuid.uuid4().hex[:6])
+    bench = vault / name / "benchmarks.json"
+    doc = json.loads(bench.read_text())
+    doc["tests"][0]["assertions"] = [{"judge": "it holds"}]
+    bench.write_text(json.dumps(doc))
+    for text, said in (('{"judge_model": "nosuch:model"}', "judge_model: "),
+                       ('{"judge": "x"}', "judge: unknown field; remove it (allowed: judge_model)"),
+                       ("{", "is not readable JSON")):
+        (vault / "evals.json").write_text(text)
+        done = healthy.cli("eval", name, "--runs", "1", "--vault", str(vault),
+                           cwd=tmp_path)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert str(vault / "evals.json") in done.stderr and said in done.stderr, done.stderr
+
+
+def interval(c1: int, n1: int, c2: int, n2: int) -> dict[str, Any]:
+    i = rate_difference(c1, n1, c2, n2)
+    return {"estimate": pytest.approx(i.difference), "low": pytest.approx(i.low),
+            "high": pytest.approx(i.high), "excludes_zero": i.excludes_zero}
+
+
+def test_with_the_skill_against_none_and_the_assertions_that_never_discriminate(
+        healthy: Stack, llm: FakeLLM, tmp_path: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    vault = tmp_path / "vault"
+    name = agent_vault(vault, k)
+    bench = vault / name / "benchmarks.json"
+    doc = json.loads(bench.read_text())
+    # without the skill's instructions, the request's own marker names the conversation
+    doc["tests"][0]["inputs"]["claim"] = f"[[fake:bare-{k}]] water is wet"
+    doc["tests"][0]["assertions"] = [{"schema": {"type": "object",
+                                                 "required": ["verdict"]}}]
+    bench.write_text(json.dumps(doc))
+    llm.script(f"eval-{k}", *answers("yes", "yes", "yes"))
+    llm.script(f"bare-{k}", *answers("maybe", "yes", "maybe"))
+    report = evaluate(healthy, vault, name, "--runs", "3", "--baseline", "none")
+    assert (report["subject"], report["baseline"]) == ("draft", "none")
+    (ours,), (theirs,) = report["cases"], report["baseline_cases"]
+    assert (ours["passed"], theirs["passed"]) == (3, 1)
+    (diff,) = report["differences"]
+    assert diff["pass_rate"] == interval(3, 3, 1, 3)
+    assert diff["cost_usd"]["estimate"] == pytest.approx(0.0)
+    # met by every run of both: they say nothing of the skill; the verdict does
+    assert report["non_discriminating"] == [{"case": "holds", "assertion": "success"},
+                                            {"case": "holds", "assertion": "schema"}]
+    # the same request to the same model, with none of the skill: its body, files, tools
+    with_skill, bare = llm.bodies(f"eval-{k}")[0], llm.bodies(f"bare-{k}")[0]
+    assert "Answer yes or no" in json.dumps(with_skill)
+    print("BAREBODY", json.dumps(bare))
+    assert "Answer yes or no" not in json.dumps(bare) and name not in json.dumps(bare)
+    assert with_skill["model"] == bare["model"]
+    assert {t["name"] for t in bare.get("tools", [])} <= {"final_result"}
+    with healthy.db() as session:
+        forms = sorted((r.arm, r.form) for r in session.query(EvalResult).filter(
+            EvalResult.skill == name))
+    assert forms == [("baseline", "bare")] * 3 + [("skill", "draft")] * 3
+
+
+def test_published_versions_and_the_draft_compared(healthy: Stack, llm: FakeLLM,
+                                                   tmp_path: Path) -> None:
+    k = uuid.uuid4().hex[:6]
+    vault = tmp_path / "vault"
+    name = agent_vault(vault, k)
+    folder = vault / name
+
+    def publish() -> None:
+        done = healthy.cli("publish", name, "--vault", str(vault), cwd=tmp_path,
+                           timeout_s=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    llm.script(f"eval-{k}", *answers("yes"))  # publish runs the case once
+    publish()
+    llm.script(f"eval-{k}", *answers("yes", "no", "yes", "no"))
+    first = evaluate(healthy, vault, name, "--runs", "4")
+    assert (first["subject"], first["cases"][0]["passed"]) == ("v1", 2)
+    # an edited folder is the draft; v1 still runs as published, from the store
+    skill_md = folder / "SKILL.md"
+    skill_md.chmod(0o644)
+    skill_md.write_text(skill_md.read_text().replace(f"eval-{k}", f"draft-{k}"))
+    llm.script(f"eval-{k}", *answers("no", "no"))
+    llm.script(f"draft-{k}", *answers("yes", "yes"))
+    vs = evaluate(healthy, vault, name, "--runs", "2", "--baseline", "DRAFT")
+    assert (vs["subject"], vs["baseline"]) == ("v1", "draft")
+    assert (vs["cases"][0]["passed"], vs["baseline_cases"][0]["passed"]) == (0, 2)
+    assert vs["differences"][0]["pass_rate"] == interval(0, 2, 2, 2)
+    # published as v2 and evaluated: bench puts the same cases of both side by side
+    llm.script(f"draft-{k}", *answers("yes"))
+    publish()
+    llm.script(f"draft-{k}", *answers("yes", "yes", "yes", "yes"))
+    assert evaluate(healthy, vault, name, "--runs", "4")["subject"] == "v2"
+    done = healthy.cli("bench", name, "--compare", "1", "2", "--json", "--vault",
+                       str(vault), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    v1, v2 = json.loads(done.stdout)
+    assert "eval_compare" not in v1 and v2["eval_compare"]["against"] == 1
+    (case,) = v2["eval_compare"]["cases"]
+    assert case["case"] == "holds"
+    assert (case["a"]["runs"], case["a"]["passed"]) == (6, 2)  # both evals of v1
+    assert (case["b"]["runs"], case["b"]["passed"]) == (4, 4)
+    assert case["pass_rate_difference"] == interval(4, 4, 2, 6)
+    shown = healthy.cli("bench", name, "--compare", "1", "2", "--vault", str(vault),
+                        cwd=tmp_path)
+    assert "the same cases on v1 and v2" in shown.stderr  # piped: the rows stay parseable
+    assert "holds" in shown.stderr and "2/6 (33%)" in shown.stderr
+
+
+def test_a_baseline_that_is_not_one_is_refused_saying_what_is(
+        healthy: Stack, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    name = agent_vault(vault, uuid.uuid4().hex[:6])
+    for baseline, said in (("other@1", "is not a baseline: give none"),
+                           (f"{name}@x", "names no version"),
+                           (f"{name}@7", "has no published version 7"),
+                           ("DRAFT", "has no published version to weigh its draft")):
+        done = healthy.cli("eval", name, "--baseline", baseline, "--vault", str(vault),
+                           cwd=tmp_path)
+        assert done.returncode != 0 and said in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr

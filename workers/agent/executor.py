@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,6 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
-from pydantic_ai.models import infer_model
 from pydantic_ai.usage import UsageLimits
 
 from lifecycle.context import WorkerContext
@@ -33,11 +33,12 @@ from shared.agent_prompt.prompt import StepPrompt, build_prompt, skill_content
 from shared.attempt_id import AttemptId
 from shared.db.agent_turns import TurnKey
 from shared.errors import AgentError
+from shared.manifest import Manifest
 from shared.skill import Skill
 from shared.vault import open_skill
 from workers.agent.calls import Calls
 from workers.agent.mcp_tools import McpToolArguments, McpUnavailable, toolsets_for
-from workers.agent.models import credentials, effective_model, use_stored_credentials
+from workers.agent.models import MissingCredentials, effective_model, model_for
 from workers.agent.outputs import output_type, outputs_of
 from workers.agent.question_tool import Questions, QuestionUnanswered
 from workers.agent.replay import RecordedModel
@@ -55,25 +56,35 @@ TOOL_RETRIES = 3
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
-# One event loop and one client per model in each process, kept between steps: a new
-# HTTP client per step (its TLS set-up reads the CA bundle) and a new loop were a large
-# part of an agent step's own time. Keyed by pid: a forked pool process makes its own.
-_loops: dict[int, asyncio.AbstractEventLoop] = {}
-_models: dict[tuple[int, str], Any] = {}
+# One event loop per process and thread, kept between steps, as the models are
+# (models.model_for): a kept model's HTTP client is used on the loop it was last used on,
+# and a new loop per step would make it build a new one. Per process: a forked pool
+# process makes its own; per thread: two steps of a thread pool cannot share a loop.
+_loops: dict[tuple[int, int], asyncio.AbstractEventLoop] = {}
 
 
 def _loop() -> asyncio.AbstractEventLoop:
-    loop = _loops.get(os.getpid())
+    key = (os.getpid(), threading.get_ident())
+    loop = _loops.get(key)
     if loop is None or loop.is_closed():
-        loop = _loops[os.getpid()] = asyncio.new_event_loop()
+        loop = _loops[key] = asyncio.new_event_loop()
     return loop
 
 
-def _model(name: str) -> Any:
-    key = (os.getpid(), name)
-    if key not in _models:
-        _models[key] = infer_model(name)
-    return _models[key]
+# The answer's model by skill and declared outputs, kept between steps: a new class per
+# step would have Pydantic AI derive its schema anew for each step's agent as well.
+_answer_types: dict[tuple[str, tuple[Any, ...], bool], Any] = {}
+ANSWER_TYPES_KEPT = 256  # the oldest goes first
+
+
+def _answer_type(m: Manifest, anonymous: bool = False) -> Any:
+    key = (m.name, m.outputs, anonymous)
+    found = _answer_types.get(key)
+    if found is None:
+        if len(_answer_types) >= ANSWER_TYPES_KEPT:
+            _answer_types.pop(next(iter(_answer_types)), None)
+        found = _answer_types[key] = output_type(m, anonymous=anonymous)
+    return found
 
 
 @dataclass
@@ -123,7 +134,8 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                    mcp_servers: Sequence[str] | None = None,
                    prompt_for: Callable[[bool], StepPrompt] | None = None,
                    text_output: str | None = None,
-                   on_text: Callable[[str], None] | None = None) -> AgentOutcome:
+                   on_text: Callable[[str], None] | None = None,
+                   bare: bool = False) -> AgentOutcome:
     """Run the step to its answer, or until it waits for the runs its execute_skill calls
     started (``waiting_on``); an outcome, never an exception for the model's faults.
 
@@ -140,12 +152,11 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
                               requested_model)
     except AgentError as exc:
         return AgentOutcome(False, error=str(exc), error_kind="no_model")
-    use_stored_credentials()
-    missing = credentials(ref.provider, os.environ)
-    if missing:
-        return AgentOutcome(False, error=f"model {ref} needs {missing}, which this worker "
-                            "does not have", error_kind="no_credentials")
-    wrapped = _model(ref.pydantic_ai_string)
+    try:
+        wrapped = model_for(ref)
+    except MissingCredentials as exc:
+        return AgentOutcome(False, error=f"model {ref} needs {exc.variable}, which this "
+                            "worker does not have", error_kind="no_credentials")
     # A model without tool calls gets seed 004's fallback: the bodies it would have
     # loaded inline, and no tools (so no execute_skill: it cannot wait on sub-skills).
     tool_calls = bool(wrapped.profile.get("supports_tools", True))
@@ -164,13 +175,14 @@ def run_agent_step(ctx: WorkerContext, *, row_id: str, attempt: int, skill: Skil
         calls.allowed = allowed
         tools.append(calls.tool())
     if tool_calls:
-        readable = {skill.name: skill, **{s.name: s for s in catalog_skills
-                                          if s.name in allowed}}
-        tools.append(ResourceTool(readable).tool())
+        readable = {} if bare else {skill.name: skill, **{
+            s.name: s for s in catalog_skills if s.name in allowed}}
+        if readable:  # ``bare``: an eval's baseline, which loads no skill
+            tools.append(ResourceTool(readable).tool())
         if questions is not None:
             tools.append(questions.tool())
         tools.extend(extra_tools)
-    answer_type = str if text_output else output_type(m)
+    answer_type = str if text_output else _answer_type(m, anonymous=bare)
     outcome = AgentOutcome(False, warnings=list(prompt.warnings))
     # The MCP servers the skill requires (requires.mcp), as this daemon declares them;
     # opened by the agent's run, so their start and calls are inside its timeout.

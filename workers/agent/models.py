@@ -5,12 +5,16 @@ shared/model_spec.py, where validation and routing read them too; they are re-ex
 here for the executor. Credentials are the providers' own variables, read where the step
 runs; a worker never ships them anywhere, and a daemon announces only which providers it
 could serve.
+
+``model_for`` is the executor's Pydantic AI model, built once and kept (see there).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from shared.errors import AgentError
 from shared.model_spec import (
@@ -25,9 +29,25 @@ from shared.model_spec import (
 )
 from shared.secrets import values_for
 
-__all__ = ["AGENT_MODEL_SETTING", "FORMS", "PROVIDERS", "PROVIDER_VARIABLES", "ModelRef",
-           "credentials", "effective_model", "provider_env", "providers_held", "resolve",
-           "use_stored_credentials"]
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = ["AGENT_MODEL_SETTING", "FORMS", "PROVIDERS", "PROVIDER_VARIABLES",
+           "MissingCredentials", "ModelRef", "credentials", "effective_model", "model_for",
+           "provider_env", "providers_held", "resolve", "use_stored_credentials"]
+
+_VARIABLES = tuple(sorted(PROVIDER_VARIABLES))
+# The models built, by process, thread, model and the providers' variables they were
+# built with: see model_for.
+_models: dict[tuple[int, int, str, tuple[str | None, ...]], Model] = {}
+
+
+class MissingCredentials(Exception):
+    """The step's provider lacks the variable named by ``variable``."""
+
+    def __init__(self, variable: str) -> None:
+        super().__init__(variable)
+        self.variable = variable
 
 
 def provider_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -62,3 +82,31 @@ def credentials(provider: str, env: Mapping[str, str]) -> str | None:
 def providers_held(env: Mapping[str, str]) -> frozenset[str]:
     """The providers this daemon could serve, for its announcement."""
     return frozenset(p for p in PROVIDERS if credentials(p, env) is None)
+
+
+def _model_key(ref: ModelRef) -> tuple[int, int, str, tuple[str | None, ...]]:
+    return (os.getpid(), threading.get_ident(), ref.pydantic_ai_string,
+            tuple(os.environ.get(v) for v in _VARIABLES))
+
+
+def model_for(ref: ModelRef) -> Model:
+    """The Pydantic AI model for ``ref``, built at its first step and kept for the next:
+    building one makes a new provider and HTTP client (whose TLS set-up reads the CA
+    bundle). Kept per process (a forked pool process builds its own) and per thread (a
+    thread pool runs steps on loops of their own, and a client's connections belong to
+    the loop that opened them); a change to the providers' variables builds anew.
+
+    The credentials are looked up (the environment, then stored secrets) only when it is
+    built: what they put in the environment stays there, so a kept model is one whose
+    variables are still set. MissingCredentials when its provider lacks one."""
+    model = _models.get(_model_key(ref))
+    if model is None:
+        use_stored_credentials()
+        missing = credentials(ref.provider, os.environ)
+        if missing:
+            raise MissingCredentials(missing)
+        # imported here: a daemon's announcement (announce.py) reads this module too
+        from pydantic_ai.models import infer_model
+
+        model = _models[_model_key(ref)] = infer_model(ref.pydantic_ai_string)
+    return model

@@ -83,23 +83,26 @@ def python_type(vtype: ValueType) -> Any:
     return inner
 
 
-def output_model(manifest: Manifest) -> type[BaseModel]:
+def output_model(manifest: Manifest, *, anonymous: bool = False) -> type[BaseModel]:
     """A frozen pydantic model with one required field per declared output, named and
-    described as declared (an empty model when none are declared)."""
+    described as declared (an empty model when none are declared); ``anonymous``: not
+    named for its skill (an eval's baseline, which loads no skill)."""
     fields: dict[str, Any] = {}
     for i, spec in enumerate(manifest.outputs):
         field = spec.name if _plain(spec.name) else f"output_{i}"
         fields[field] = (python_type(spec.value_type), Field(
             alias=spec.name, title=spec.name, description=spec.description or None))
     model: type[BaseModel] = create_model(
-        _class_name(manifest.name), __base__=_Outputs,
-        __doc__=f"The outputs of the skill {manifest.name}.", **fields)
+        "Outputs" if anonymous else _class_name(manifest.name), __base__=_Outputs,
+        __doc__="The outputs asked for." if anonymous
+        else f"The outputs of the skill {manifest.name}.", **fields)
     return model
 
 
-def output_type(manifest: Manifest) -> type[BaseModel] | type[str]:
+def output_type(manifest: Manifest, *, anonymous: bool = False
+                ) -> type[BaseModel] | type[str]:
     """What the step's agent is asked for: the outputs model, or text without outputs."""
-    return output_model(manifest) if manifest.outputs else str
+    return output_model(manifest, anonymous=anonymous) if manifest.outputs else str
 
 
 def outputs_of(answer: BaseModel | str) -> dict[str, Any]:

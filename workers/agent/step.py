@@ -15,6 +15,7 @@ from typing import Any
 from lifecycle import waits
 from lifecycle.context import WorkerContext
 from shared.agent_prompt import tools_spec
+from shared.agent_prompt.prompt import bare_prompt
 from shared.agent_prompt.tools_spec import allowed_skills
 from shared.attempt_id import AttemptId
 from shared.builtin import ASK, TRY
@@ -49,6 +50,9 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
         asks = run is not None and waits.may_ask(waits.top_run(session, run).triggered_by,
                                                  skill.manifest.interactive)
         states = library_states(session, run.vault if run is not None else str(vault_root))
+    agent = planned.get("agent") or {}
+    if agent.get("bare"):
+        return _bare(ctx, row_id, attempt, skill, inputs, agent)
     disabled = {name for name, state in states.items() if not state.enabled}
     # the test window's agent has the one skill tried, disabled or not: a person asked
     library = _tried(vault.skills, inputs) if skill.name == TRY else vault.skills
@@ -79,8 +83,8 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
                                 float(skill.manifest.question_timeout
                                       or ctx.settings.question_timeout_s),
                                 secrets=secrets) if asks else None,
-            requested_model=str((planned.get("agent") or {}).get("requested") or "") or None,
-            budget_usd=(planned.get("agent") or {}).get("budget_usd"),
+            requested_model=str(agent.get("requested") or "") or None,
+            budget_usd=agent.get("budget_usd"),
             # the servers it was routed by: its skill's, and for an ask the invoked skills'
             mcp_servers=tuple((planned.get("requires") or {}).get("mcp") or ()) or None,
             prompt_for=prompt_builder(ctx.settings, skill, str(inputs.get("text", "")),
@@ -97,6 +101,18 @@ def run_step(ctx: WorkerContext, *, row_id: str, attempt: int, vault_root: Path,
 def _tried(skills: Mapping[str, Skill], inputs: Mapping[str, Any]) -> dict[str, Skill]:
     name = str(inputs.get("skill") or "")
     return {name: skills[name]} if name in skills else {}
+
+
+def _bare(ctx: WorkerContext, row_id: str, attempt: int, skill: Skill,
+          inputs: Mapping[str, Any], agent: Mapping[str, Any]) -> AgentOutcome:
+    """An eval's ``--baseline none``: the step's request and model with no skill loaded,
+    so no tools that would read or run one."""
+    return run_agent_step(
+        ctx, row_id=row_id, attempt=attempt, skill=skill, inputs=inputs, catalog_skills=[],
+        timeout_s=float(skill.manifest.timeout or ctx.settings.max_step_timeout_s),
+        requested_model=str(agent.get("requested") or "") or None,
+        budget_usd=agent.get("budget_usd"), mcp_servers=(), bare=True,
+        prompt_for=lambda _tool_calls: bare_prompt(skill, inputs))
 
 
 def _planned(plan: Mapping[str, Any], step_id: str) -> Mapping[str, Any]:
