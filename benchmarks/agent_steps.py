@@ -23,13 +23,19 @@ asserted: skillq <= 1.2 x direct + 10 ms per turn):
             the step sent, as the server received it)
   a5        the same for the five-turn step, against its five bodies sent in sequence
   a-turn    what each turn after the first adds, (a5 - a) / 4, skillq against direct
-  a-pai     (attribution) Pydantic AI alone in this process: Agent.run under
-            asyncio.run as the executor runs it, the step's prompt and output type
+  a-pai     (attribution) Pydantic AI alone in this process, as the executor runs it
+            (the model and its client built once, one event loop kept, an Agent per
+            step) and without skillq: the step's own first request (instructions, user
+            message, tools, output type), none of it recorded; against the direct call
+  a-pai5    the same for the five-turn step (its `skill` tool a plain function)
+  a-pai-turn  what each turn after the first adds to it, (a-pai5 - a-pai) / 4: the
+            part of (a-turn) that is Pydantic AI's own
   a-exec    (attribution) skillq's executor in this process (run_agent_step: prompt,
             Pydantic AI, each turn recorded in PostgreSQL): no queue, no run records
   a-exec5   the same for the five-turn step
-  a-model   (attribution) of the executor's time, pydantic_ai.models.infer_model: the
-            model built from its name at the start of each step
+  a-model   (attribution) pydantic_ai.models.infer_model: the model built from its
+            name, a new provider and HTTP client; the executor pays it once per process
+            and model (workers/agent/models.py)
   b         replay: the executor re-running a recorded five-turn step (attempt 2 of a
             step item of a5), every turn answered from agent_turns; requests sent must
             be 0 (counted by the server): beside a-exec5, which sent them
@@ -44,23 +50,31 @@ on 2 cores (--quick: half).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentbench.measure import Bench, Case, five_turns, interleaved, one_turn
-from agentbench.stack import LOCAL_MODEL, AgentStack
+from agentbench.stack import DOC, LOCAL_MODEL, AgentStack
 from execbench.config import RESULTS, ROOT, console
 from execbench.figure import Figure, med
 from execbench.report import machine, source_state
+from pydantic_ai import Agent, DeferredToolRequests, Tool
+from pydantic_ai.models import infer_model
 from rich.table import Table
+
+from shared.agent_prompt.prompt import skill_content
+from workers.agent.outputs import output_type
 
 RATIO_TARGET, PER_TURN_MS = 1.2, 10.0
 
@@ -121,12 +135,90 @@ def fig_marginal(one: Figure, five: Figure) -> Figure:
                   samples={"per_turn_diff_ms": (s_ms - d_ms) / turns})
 
 
+class BareStep(NamedTuple):
+    system: str
+    user: str
+    tools: list[Tool[None]]
+    answer: Any
+
+
+class BarePydanticAI:
+    """(a-pai) Pydantic AI without skillq, run as the executor runs it: the model built
+    once, one event loop kept, the answer's type built once, an Agent per step. What it
+    sends is the step's own first request: its instructions, user message and tools (each
+    a plain function; `skill` returns bench-doc, as skillq's does)."""
+
+    def __init__(self, b: Bench) -> None:
+        self.b, self.loop, self.model = b, asyncio.new_event_loop(), infer_model(LOCAL_MODEL)
+        self.doc = skill_content(b.s.vault.get(DOC))
+
+    def prepare(self, case: Case, body: dict[str, Any]) -> BareStep:
+        system, user = (next(m["content"] for m in body["messages"] if m["role"] == role)
+                        for role in ("system", "user"))
+        specs = [t["function"] for t in body.get("tools", [])
+                 if not t["function"]["name"].startswith("final_result")]  # the answer
+        tools: list[Tool[None]] = [
+            Tool.from_schema(self._tool(f["name"]), f["name"], f.get("description"),
+                             f.get("parameters") or {}) for f in specs]
+        return BareStep(system, user, tools,
+                        output_type(self.b.s.vault.get(case.skill).manifest))
+
+    def _tool(self, name: str) -> Callable[..., str]:
+        return lambda **_: self.doc if name == "skill" else ""
+
+    def run(self, case: Case, step: BareStep) -> float:
+        self.b.fake.script(case.key, *case.turns)
+        t0 = time.perf_counter()
+        agent: Agent[None, Any] = Agent(
+            self.model, output_type=[step.answer, DeferredToolRequests],
+            instructions=step.system, tools=step.tools, retries={"output": 1, "tools": 3})
+        self.loop.run_until_complete(agent.run(step.user))
+        return time.perf_counter() - t0
+
+
+def pai_case(b: Bench, bare: BarePydanticAI, case: Case, n: int, warm: int) -> Figure:
+    bodies = b.bodies(case.key, len(case.turns))
+    step, before = bare.prepare(case, bodies[0]), b.requests(case.key)
+    bare.run(case, step)  # what it sends, beside what the step sent
+    if (sent := b.requests(case.key) - before) != len(case.turns):
+        raise RuntimeError(f"Pydantic AI alone sent {sent} requests, not {len(case.turns)}")
+    sizes = [len(json.dumps(body)) for body in b.bodies(case.key, len(case.turns))]
+    pai, direct = interleaved(n, warm, lambda: bare.run(case, step),
+                              lambda: b.direct(case, bodies))
+    fig = versus(f"a-pai{len(case.turns) if len(case.turns) > 1 else ''}",
+                 f"Pydantic AI alone, in-process, {len(case.turns)} turn(s)", pai, direct,
+                 len(case.turns), False, request_bytes=sizes)
+    fig.note += (f"; {sum(sizes):,} request bytes per step (the step's: "
+                 f"{sum(len(json.dumps(body)) for body in bodies):,})")
+    return fig
+
+
+def fig_pai(b: Bench, one: Case, five: Case, n: int, n5: int, warm: int,
+            a1: Figure, turn: Figure) -> list[Figure]:
+    """(a-pai), (a-pai5), (a-pai-turn); each says how much of skillq's excess over the
+    direct call, (a) or (a-turn), is Pydantic AI's own."""
+    bare = BarePydanticAI(b)
+    try:
+        p1, p5 = pai_case(b, bare, one, n, warm), pai_case(b, bare, five, n5, warm)
+    finally:
+        bare.loop.close()
+    s_ms, d_ms = ((p5.skillq or 0) - (p1.skillq or 0)) / 4, ((p5.raw or 0) - (p1.raw or 0)) / 4
+    pt = Figure("a-pai-turn", "Pydantic AI alone: each turn after the first", s_ms, d_ms,
+                "ms", s_ms / d_ms if d_ms > 0 else None, note="(a-pai5 - a-pai) / 4",
+                samples={"per_turn_diff_ms": s_ms - d_ms})
+    for mine, whole in ((p1, a1), (pt, turn)):
+        own = (mine.skillq or 0) - (mine.raw or 0)
+        gap = (whole.skillq or 0) - (whole.raw or 0)
+        mine.samples["share_of_skillq_excess"] = own / gap if gap > 0 else None
+        mine.note += (f"; Pydantic AI's own +{own:.1f} ms of ({whole.key})'s "
+                      f"+{gap:.1f} ms over direct ({own / gap:.0%})" if gap > 0 else "")
+    return [p1, p5, pt]
+
+
 def fig_in_process(b: Bench, one: Case, five: Case, anchor: str, n: int, warm: int
                    ) -> list[Figure]:
     bodies1, bodies5 = b.bodies(one.key, 1), b.bodies(five.key, 5)
     count = iter(range(10**9))
-    pai, direct1 = interleaved(n, warm, lambda: b.pydantic_ai(one),
-                               lambda: b.direct(one, bodies1))
     # The executor's turns go to a step id of their own under a real run (the turns'
     # run id is a foreign key), so no attempt replays another's.
     ex1, ex_direct1 = interleaved(
@@ -136,16 +228,15 @@ def fig_in_process(b: Bench, one: Case, five: Case, anchor: str, n: int, warm: i
         n, warm, lambda: b.executor(five, f"{anchor}/bench-x{next(count)}/-1/1", 1)[0],
         lambda: b.direct(five, bodies5))
     model = [b.new_model() for _ in range(n)]
-    return [versus("a-pai", "Pydantic AI alone, in-process, one turn", pai, direct1, 1,
-                   False),
-            versus("a-exec", "skillq's executor in-process, one turn (turn recorded)",
+    return [versus("a-exec", "skillq's executor in-process, one turn (turn recorded)",
                    ex1, ex_direct1, 1, False),
             versus("a-exec5", "skillq's executor in-process, five turns", ex5, ex_direct5,
                    5, False),
-            Figure("a-model", "of which: the model from its name (infer_model)",
+            Figure("a-model", "the model from its name (infer_model)",
                    med(model) * 1000, None, "ms", None,
-                   note=f"median of {n}: a new provider and HTTP client per step, whose "
-                   "SSL context reads the CA bundle", samples={"infer_model_s": model})]
+                   note=f"median of {n}: a new provider and HTTP client, whose SSL "
+                   "context reads the CA bundle; paid once per process and model",
+                   samples={"infer_model_s": model})]
 
 
 def fig_replay(b: Bench, case: Case, run_id: str, sending: Figure, n: int, key: str,
@@ -240,13 +331,16 @@ def main(argv: list[str] | None = None) -> int:
             a5, runs5 = fig_end_to_end(b, five, cfg["n5"], cfg["warm"], "a5",
                                        "five-turn agent step, end to end")
             figures += [a5, fig_marginal(a1, a5)]
-            status.update("[bold]attribution: Pydantic AI and the executor in-process")
+            status.update("[bold](a-pai) Pydantic AI alone, in-process")
+            figures += fig_pai(b, one, five, cfg["n"], cfg["n5"], cfg["warm"], a1,
+                               figures[-1])
+            status.update("[bold]attribution: the executor in-process")
             inproc = fig_in_process(b, one, five, runs1[0][0], cfg["n"], cfg["warm"])
             figures += inproc
             status.update("[bold](b) replaying recorded steps")
-            figures.append(fig_replay(b, five, runs5[0][0], inproc[2], cfg["n"], "b",
+            figures.append(fig_replay(b, five, runs5[0][0], inproc[1], cfg["n"], "b",
                                       "replay of a recorded five-turn step"))
-            figures.append(fig_replay(b, one, runs1[0][0], inproc[1], cfg["n"], "b1",
+            figures.append(fig_replay(b, one, runs1[0][0], inproc[0], cfg["n"], "b1",
                                       "replay of a recorded one-turn step"))
     except KeyboardInterrupt:
         interrupted = True
