@@ -122,8 +122,9 @@ def _print(report: EvalReport, ks: list[int]) -> None:
         table.add_column(column, overflow="fold")
     for c in report.cases(ks):
         table.add_row(c.case, str(c.runs), f"{c.passed} ({c.rate:.0%})",
-                      *(f"{c.pass_at[k]:.2f}" for k in ks if k in c.pass_at),
-                      *(f"{c.pass_hat[k]:.2f}" for k in ks if k in c.pass_hat),
+                      # a case stopped short of k runs has no estimate for that k
+                      *(f"{c.pass_at[k]:.2f}" if k in c.pass_at else "-" for k in ks),
+                      *(f"{c.pass_hat[k]:.2f}" if k in c.pass_hat else "-" for k in ks),
                       str(c.duration_ms or "-"), str(c.tokens or "-"), str(c.cost_usd or "-"))
     out.print(table)
     if report.baseline is not None:

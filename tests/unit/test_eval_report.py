@@ -54,3 +54,20 @@ def test_each_case_and_all_cases_get_the_difference_with_its_interval() -> None:
     shown = as_json(report, [1])
     assert shown["baseline_pass_rate"] == pytest.approx(1 / 6)
     assert shown["differences"][0]["pass_rate"]["excludes_zero"] is a.pass_rate.excludes_zero
+
+
+def test_the_table_puts_a_dash_where_a_case_had_fewer_runs_than_k(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli.common import out
+    from orchestrator.cli.eval_cmds import _print
+
+    monkeypatch.setattr(out, "width", 200)  # a row on one line, whatever the terminal
+
+    report = EvalReport("s", 1, runs=[run("a", "skill", ("success", True))] * 4
+                        + [run("b", "skill", ("success", True))] * 2)
+    _print(report, [1, 4])
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("│ a", "│ b"))]
+    cells = [[c.strip() for c in line.strip("│").split("│")] for line in rows]
+    assert cells[0][3:7] == ["1.00", "1.00", "1.00", "1.00"]
+    assert cells[1][3:7] == ["1.00", "-", "1.00", "-"]
