@@ -4,9 +4,11 @@ cancelled, its budget spent, the skills it executed included)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 
 from shared.attempt_id import AttemptId
 from shared.db.agent_turns import TurnKey, TurnRecord, record_turn, recorded_turns
@@ -23,6 +25,12 @@ _TREE_COST = (
     " UNION SELECT p.id FROM pipeline_runs p JOIN step_runs s ON p.parent_step_run_id = s.id"
     " JOIN tree t ON s.run_id = t.id) "
     "SELECT coalesce(sum(cost_usd), 0) FROM step_runs WHERE run_id IN (SELECT id FROM tree)")
+
+
+# A step's state read this recently (with its turns, or with the turn just recorded)
+# stands for a read before the next request: a read of its own only after a tool call
+# that took longer, during which its run may have been cancelled.
+STATE_FRESH_S = 0.25
 
 
 class BudgetSpent(Exception):
@@ -47,15 +55,19 @@ class Turns:
             # which is after every run it waited for has ended
             self.sub_skills_usd = float(session.scalar(text(_TREE_COST), {
                 "prefix": AttemptId.parse(row_id).calls_prefix}) or 0.0)
+            self._seen = (self._state(session), time.monotonic())
 
     def recorded(self, index: int) -> Turn | None:
         return self.rows.get(index)
 
     def before_request(self, index: int) -> None:
         # An agent step has no process for `skillq cancel` to end: it stops here, before
-        # the next request is paid for (one indexed read a model turn).
-        with transaction(self.database_url) as session:
-            state = session.scalar(select(StepRun.state).where(StepRun.id == self.row_id))
+        # the next request is paid for (one indexed read, in the turn's own transaction
+        # when it is fresh).
+        state, at = self._seen
+        if time.monotonic() - at > STATE_FRESH_S:
+            with transaction(self.database_url) as session:
+                state = self._state(session)
         if state == StepState.CANCELLED:
             raise StepCancelled(f"cancelled: its run was cancelled before model request "
                                 f"{index + 1}")
@@ -75,9 +87,13 @@ class Turns:
             stop_reason=turn.stop_reason)
         with transaction(self.database_url) as session:
             record_turn(session, self.key, record)
+            self._seen = (self._state(session), time.monotonic())
         # a new answer for an earlier turn replaces it and drops the turns after it
         self.rows = {i: t for i, t in self.rows.items() if i < turn.index}
         self.rows[turn.index] = turn
+
+    def _state(self, session: Session) -> str | None:
+        return session.scalar(select(StepRun.state).where(StepRun.id == self.row_id))
 
     @property
     def cost_usd(self) -> float:
