@@ -90,7 +90,8 @@ def eval_cmd(
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(f"evaluating {name}", total=None, spent=0.0)
         report = run_eval(conn, loaded, ask, on_progress=lambda done, total, spent:
-                          bar.update(task, completed=done, total=total, spent=spent))
+                          bar.update(task, completed=done, total=total, spent=spent),
+                          on_outage=lambda text: err.print(text, markup=False))
     if as_json:
         print(json.dumps(report_json(report, ks), ensure_ascii=False))
     else:

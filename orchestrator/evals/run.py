@@ -17,6 +17,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import tenacity
 
 from lifecycle.eval_records import ResultRow, record_eval
 from orchestrator.connect import Connection
@@ -27,10 +31,12 @@ from orchestrator.evals.report import EvalReport, EvalRun, as_json
 from orchestrator.evals.scripts import check_scripts
 from orchestrator.launch import cancel_run, launch_routed, run_progress
 from orchestrator.library.guard import refuse_disabled_run
+from orchestrator.run_end_listener import to_stderr
 from orchestrator.testing import cases_of, outcome_of
 from shared.case_judge import judge
+from shared.db.outage import FOLLOW_WAIT_S, Outage, first_line
 from shared.db.session import transaction
-from shared.errors import InputError
+from shared.errors import DatabaseUnreachable, InputError
 from shared.inputs import local_paths
 from shared.problems import Problem
 from shared.skillfiles import RunSource, TestCase
@@ -39,6 +45,7 @@ from shared.vault import Vault
 from shared.vault_evals import vault_evals
 
 POLL_S = 0.25
+T = TypeVar("T")
 
 ProgressFn = Callable[[int, int, float], None]  # (runs ended, runs asked for, USD spent)
 
@@ -72,10 +79,18 @@ class _Flying:
 
 class _Eval:
     def __init__(self, conn: Connection, vault: Vault, ask: EvalAsk, report: EvalReport,
-                 total: int) -> None:
+                 total: int, say: Callable[[str], None]) -> None:
         self.conn, self.vault, self.ask, self.report, self.total = (conn, vault, ask, report,
                                                                     total)
         self.flying: dict[str, _Flying] = {}
+        bound = self.bound_s = conn.settings.database_outage_s
+        # The eval's runs do not need it: an outage is waited out, said once each way.
+        self.outage = Outage(
+            on_down=lambda exc: say(f"database unreachable ({first_line(exc)}); retrying "
+                                    f"for up to {bound:g} s (SKILLQ_DATABASE_OUTAGE_S); the "
+                                    "eval's runs go on meanwhile"),
+            on_up=lambda took_s: say(f"database back after {took_s:.0f} s; the eval goes on"),
+            max_wait_s=FOLLOW_WAIT_S, give_up_s=bound)
         self.judge_model = vault_evals(vault.root).judge_model  # refused here if unreadable
 
     def share(self) -> float | None:
@@ -92,6 +107,18 @@ class _Eval:
                                f"(${self.report.spent_usd:.4f}) after {len(self.report.runs)} "
                                f"of {self.total} runs")
 
+    def db(self, fn: Callable[[], T]) -> T:
+        """``fn()``, its database work waited through an outage of up to
+        SKILLQ_DATABASE_OUTAGE_S; then DatabaseUnreachable, saying where the eval was."""
+        try:
+            return self.outage.call(fn)
+        except tenacity.RetryError:
+            raise DatabaseUnreachable(
+                f"the database has been unreachable for {self.bound_s:g} s "
+                f"(SKILLQ_DATABASE_OUTAGE_S): the eval stopped after {len(self.report.runs)} "
+                f"of {self.total} runs; its runs go on (`skillq runs --source eval`)"
+            ) from None
+
     def start(self, arm: Arm, case: TestCase, cap: float | None) -> None:
         given = local_paths(arm.skill.manifest, case.inputs, arm.skill.folder)
         run_id = launch_routed(self.conn, self.vault, arm.skill, given,
@@ -100,11 +127,14 @@ class _Eval:
         self.flying[run_id] = _Flying(arm, case, cap)
 
     def ended(self, run_id: str) -> None:
-        flying = self.flying.pop(run_id)
+        """The ended run judged and counted; the report changes only once every read
+        and judge is done, so that a try again after an outage counts it once."""
+        flying = self.flying[run_id]
         run, _ = run_progress(self.conn, run_id, counts=False)
         usage, cut = usage_of(self.conn, run_id), cut_by_budget(self.conn, run_id)
-        self.report.spent_usd += usage.cost_usd
         if cut:  # its cap stopped it: where the budget ends, not the skill's failure
+            del self.flying[run_id]
+            self.report.spent_usd += usage.cost_usd
             self.stop()
             return
         verdict = judge(flying.case, outcome_of(self.conn, run), flying.arm.skill.name)
@@ -112,14 +142,19 @@ class _Eval:
                                           self.share, self.judge_model)
         verdict = check_scripts(self.conn, self.vault, flying.arm.skill, flying.case,
                                 verdict, self.share())
-        self.report.spent_usd += spent.cost_usd
+        del self.flying[run_id]
+        self.report.spent_usd += usage.cost_usd + spent.cost_usd
         self.report.judge_usd += spent.cost_usd
         self.report.runs.append(EvalRun(flying.case.id, run_id, verdict, usage,
                                         flying.arm.role))
 
 
 def run_eval(conn: Connection, vault: Vault, ask: EvalAsk, *,
-             on_progress: ProgressFn | None = None) -> EvalReport:
+             on_progress: ProgressFn | None = None,
+             on_outage: Callable[[str], None] = to_stderr) -> EvalReport:
+    """Run the eval ``ask`` describes and record it. ``on_outage`` hears once that the
+    database is unreachable (the eval waits it out, as `skillq run` does) and once that
+    it is back."""
     ask.check()
     vault_evals(vault.root)  # a broken evals.json is refused before anything runs
     subject, baseline = arms(conn, vault, ask.spec, ask.baseline)
@@ -129,7 +164,7 @@ def run_eval(conn: Connection, vault: Vault, ask: EvalAsk, *,
     todo = [(arm, case) for _ in range(ask.runs) for case in cases for arm in sides]
     report = EvalReport(subject.skill.name, subject.version, subject.label,
                         baseline.label if baseline else None)
-    ev = _Eval(conn, vault, ask, report, len(todo))
+    ev = _Eval(conn, vault, ask, report, len(todo), on_outage)
     try:
         while todo or ev.flying:
             while todo and len(ev.flying) < ask.concurrency and report.stopped is None:
@@ -138,14 +173,15 @@ def run_eval(conn: Connection, vault: Vault, ask: EvalAsk, *,
                     if not ev.flying:
                         ev.stop()
                     break
-                ev.start(*todo.pop(0), cap)
+                arm, case = todo.pop(0)
+                ev.db(partial(ev.start, arm, case, cap))
             if report.stopped is not None and not ev.flying:
                 break
             time.sleep(POLL_S)
             for run_id in list(ev.flying):
-                run, _ = run_progress(conn, run_id, counts=False)
+                run, _ = ev.db(partial(run_progress, conn, run_id, counts=False))
                 if RunState(run.state).terminal:
-                    ev.ended(run_id)
+                    ev.db(partial(ev.ended, run_id))
                     if report.stopped is not None:
                         todo.clear()
             if on_progress is not None:
@@ -154,7 +190,7 @@ def run_eval(conn: Connection, vault: Vault, ask: EvalAsk, *,
         for run_id in ev.flying:
             cancel_run(conn, run_id, "the eval was interrupted")
         report.stopped = f"interrupted after {len(report.runs)} of {ev.total} runs"
-    _record(conn, report, ask, subject, baseline)
+    ev.db(lambda: _record(conn, report, ask, subject, baseline))
     return report
 
 

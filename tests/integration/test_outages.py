@@ -37,6 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.embedded import embedded_status, resolve_endpoints, stop_embedded
 from orchestrator.local_stack import stop_workers
 from orchestrator.processes import pid_alive
+from shared.db.eval_models import EvalRecord
 from shared.errors import DatabaseUnreachable
 from shared.settings import Settings
 
@@ -329,3 +330,42 @@ def test_a_command_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: 
         assert "Traceback" not in result.stderr, result.stderr
         assert result.stderr.startswith("error: the database is unreachable"), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_skillq_eval_waits_through_a_database_outage_and_keeps_its_report(
+        outage_stack: Stack, tmp_path: Path) -> None:
+    stack = outage_stack
+    restart_worker(stack)
+    vault = copy_vault(VAULTS / "pipes", tmp_path / "vault")
+    release, pid_dir = tmp_path / "eval-release", tmp_path / "eval-pids"
+    pid_dir.mkdir()
+    (vault / "slow-chain" / "benchmarks.json").write_text(json.dumps({
+        "skill": "slow-chain", "version": 1, "runs": [],
+        "tests": [{"id": "held", "inputs": {"hold_s": HOLD_S, "pid_dir": str(pid_dir),
+                                            "release": str(release)},
+                   "expected": {"success": True, "label": "slow"}}]}))
+    proc = stack.cli_popen("eval", "slow-chain", "--runs", "1", "--json", "--vault",
+                           str(vault), cwd=tmp_path)
+    try:
+        wait_until(lambda: (pid_dir / "slow.pid").exists(), 60, "the eval's run to start")
+        stop_postgres(stack.home)
+        try:
+            time.sleep(OUTAGE_S / 2)
+            assert proc.poll() is None, proc.communicate()[1]  # still waiting it out
+        finally:
+            start_postgres(stack)
+        release.touch()
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, f"{stderr}\n{logs_of(stack)}"
+    assert "Traceback" not in stderr, stderr
+    assert stderr.count("database unreachable") == 1, stderr  # said once, not per try
+    report = json.loads(stdout)
+    assert (report["cases"][0]["runs"], report["cases"][0]["passed"]) == (1, 1)
+    with stack.db() as session:
+        (kept,) = session.query(EvalRecord).filter(EvalRecord.skill == "slow-chain")
+        assert kept.pass_rate == 1.0
