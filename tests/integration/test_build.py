@@ -317,7 +317,9 @@ def test_a_cancelled_build_leaves_no_draft(healthy: Stack, llm: FakeLLM, vault: 
     k = uuid.uuid4().hex[:6]
     llm.script(f"b-{k}",
                call("write_file", path="main.py", text=script("{'text': 'HI'}")),
-               {**call("run_tests"), "delay_s": 60})  # a slow model: cancelled meanwhile
+               # a slow model, cancelled meanwhile; the agent worker (one at a time) is
+               # its until the answer lands, so the module's next build waits for it
+               {**call("run_tests"), "delay_s": 15})
     with approved_build(healthy, llm, vault, k, small_plan(k, dependent=False)) as (
             proc, build_id):
         draft = healthy.home / "builds" / build_id / f"shout-{k}" / "main.py"
