@@ -10,10 +10,10 @@ import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from orchestrator.cli.common import VaultOption, err, out, vault
+from orchestrator.cli.run_bar import spend_bar
 from shared.errors import InputError
 from shared.problems import Problem
 
@@ -84,13 +84,8 @@ def eval_cmd(
     ask.check()
     loaded = vault(vault_opt)
     conn = connect()
-    columns = (TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} runs · ${task.fields[spent]:.4f}"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(f"evaluating {name}", total=None, spent=0.0)
-        report = run_eval(conn, loaded, ask, on_progress=lambda done, total, spent:
-                          bar.update(task, completed=done, total=total, spent=spent),
+    with spend_bar(f"evaluating {name}") as show:
+        report = run_eval(conn, loaded, ask, on_progress=show,
                           on_outage=lambda text: err.print(text, markup=False))
     if as_json:
         print(json.dumps(report_json(report, ks), ensure_ascii=False))

@@ -19,8 +19,7 @@ def triggers_cmd(name: str, vault_opt: Path | None, improve: bool, budget_usd: f
                  as_json: bool) -> None:
     """Put the skill's trigger queries (benchmarks.json ``triggers``) to a router on the
     queues; with ``improve``, try other descriptions and write the best as a draft."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from orchestrator.cli.run_bar import spend_bar
     from orchestrator.connect import connect
     from orchestrator.evals.triggers import run_triggers, trigger_queries
 
@@ -28,14 +27,9 @@ def triggers_cmd(name: str, vault_opt: Path | None, improve: bool, budget_usd: f
     skill = loaded.get(name)
     trigger_queries(skill)  # nothing to score: said before the servers are reached
     conn = connect()
-    columns = (TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} runs · ${task.fields[spent]:.4f}"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(f"trigger eval of {skill.name}", total=None, spent=0.0)
+    with spend_bar(f"trigger eval of {skill.name}") as show:
         report = run_triggers(conn, loaded, skill, improve=improve, budget_usd=budget_usd,
-                              on_progress=lambda done, total, spent: bar.update(
-                                  task, completed=done, total=total, spent=spent))
+                              on_progress=show)
     print_triggers(report, as_json)
     if report.stopped:
         err.print(f"stopped: {report.stopped}", markup=False)

@@ -97,6 +97,18 @@ def serve(stack: Stack, vault: Path, *, host: str = "127.0.0.1",
     return served
 
 
+@contextlib.contextmanager
+def served_signed_in(stack: Stack, vault: Path, user: str, password: str
+                     ) -> Iterator[Served]:
+    """`serve` behind the dashboard's basic auth (SKILLQ_DASHBOARD_AUTH), stopped after."""
+    dashboard = serve(stack, vault, env={"SKILLQ_DASHBOARD_AUTH": f"{user}:{password}"},
+                      auth=(user, password))
+    try:
+        yield dashboard
+    finally:
+        dashboard.stop()
+
+
 @pytest.fixture(scope="module")
 def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_vault(VAULTS / "dashboard", tmp_path_factory.mktemp("dash") / "vault")

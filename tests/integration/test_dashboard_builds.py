@@ -25,7 +25,7 @@ from sqlalchemy import select
 from support.dashboard_http import Client
 from support.fake_llm import FakeLLM
 from test_build import answer, call, script, small_plan, start, until_stage
-from test_dashboard import Served, serve
+from test_dashboard import Served, served_signed_in
 
 from shared.db.wait_models import Wait
 from shared.notes import StepFailure, leave_note
@@ -43,10 +43,8 @@ JSON_REPLY = {"Accept": "application/json"}
 
 @pytest.fixture
 def served(healthy: Stack, vault: Path) -> Iterator[Served]:
-    dashboard = serve(healthy, vault, env={"SKILLQ_DASHBOARD_AUTH": f"{USER}:{PASSWORD}"},
-                      auth=(USER, PASSWORD))
-    yield dashboard
-    dashboard.stop()
+    with served_signed_in(healthy, vault, USER, PASSWORD) as dashboard:
+        yield dashboard
 
 
 @pytest.fixture

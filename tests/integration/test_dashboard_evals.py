@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from conftest import VAULTS, Stack, copy_vault
 from support.dashboard_http import Client
-from test_dashboard import Served, serve
+from test_dashboard import Served, served_signed_in
 
 from lifecycle.eval_records import record_eval
 
@@ -49,10 +49,8 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(stack: Stack, vault: Path) -> Iterator[Served]:
-    dashboard = serve(stack, vault, env={"SKILLQ_DASHBOARD_AUTH": f"{USER}:{PASSWORD}"},
-                      auth=(USER, PASSWORD))
-    yield dashboard
-    dashboard.stop()
+    with served_signed_in(stack, vault, USER, PASSWORD) as dashboard:
+        yield dashboard
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import func, select
 from support.dashboard_http import Client
 from support.fake_llm import FakeLLM
-from test_dashboard import Served, serve, shot
+from test_dashboard import Served, served_signed_in, shot
 from test_waits import USAGE, call, key, the_wait
 
 from shared.db.wait_models import Wait
@@ -48,10 +48,8 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(stack: Stack, vault: Path) -> Iterator[Served]:
-    dashboard = serve(stack, vault, env={"SKILLQ_DASHBOARD_AUTH": f"{USER}:{PASSWORD}"},
-                      auth=(USER, PASSWORD))
-    yield dashboard
-    dashboard.stop()
+    with served_signed_in(stack, vault, USER, PASSWORD) as dashboard:
+        yield dashboard
 
 
 @pytest.fixture

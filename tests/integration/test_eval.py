@@ -46,6 +46,14 @@ def agent_vault(root: Path, k: str) -> str:
     return name
 
 
+def edit_case(vault: Path, name: str, **fields: Any) -> None:
+    """Set fields of the skill's one test case in its benchmarks.json."""
+    bench = vault / name / "benchmarks.json"
+    doc = json.loads(bench.read_text())
+    doc["tests"][0].update(fields)
+    bench.write_text(json.dumps(doc))
+
+
 def answers(*verdicts: str) -> list[dict[str, Any]]:
     return [{"output": {"verdict": v}, "usage": USAGE} for v in verdicts]
 
@@ -111,11 +119,8 @@ def test_a_judge_assertion_passes_and_fails_with_its_quoted_evidence(
     k = uuid.uuid4().hex[:6]
     vault = tmp_path / "vault"
     name = agent_vault(vault, k)
-    bench = vault / name / "benchmarks.json"
-    doc = json.loads(bench.read_text())
     statement = f"[[fake:judge-{k}]] the verdict agrees with the claim"
-    doc["tests"][0]["assertions"] = [{"judge": statement}]
-    bench.write_text(json.dumps(doc))
+    edit_case(vault, name, assertions=[{"judge": statement}])
     # the vault's judge model, not the daemon's default the skill runs on
     (vault / "evals.json").write_text('{"judge_model": "anthropic:claude-sonnet-4-5"}')
     llm.script(f"eval-{k}", *answers("yes", "yes"))
@@ -145,10 +150,7 @@ def test_a_vault_judge_model_that_is_not_one_is_refused_naming_the_file(
         healthy: Stack, tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     name = agent_vault(vault, uuid.uuid4().hex[:6])
-    bench = vault / name / "benchmarks.json"
-    doc = json.loads(bench.read_text())
-    doc["tests"][0]["assertions"] = [{"judge": "it holds"}]
-    bench.write_text(json.dumps(doc))
+    edit_case(vault, name, assertions=[{"judge": "it holds"}])
     for text, said in (('{"judge_model": "nosuch:model"}', "judge_model: "),
                        ('{"judge": "x"}', "judge: unknown field; remove it (allowed: judge_model)"),
                        ("{", "is not readable JSON")):
@@ -170,13 +172,9 @@ def test_with_the_skill_against_none_and_the_assertions_that_never_discriminate(
     k = uuid.uuid4().hex[:6]
     vault = tmp_path / "vault"
     name = agent_vault(vault, k)
-    bench = vault / name / "benchmarks.json"
-    doc = json.loads(bench.read_text())
     # without the skill's instructions, the request's own marker names the conversation
-    doc["tests"][0]["inputs"]["claim"] = f"[[fake:bare-{k}]] water is wet"
-    doc["tests"][0]["assertions"] = [{"schema": {"type": "object",
-                                                 "required": ["verdict"]}}]
-    bench.write_text(json.dumps(doc))
+    edit_case(vault, name, inputs={"claim": f"[[fake:bare-{k}]] water is wet"},
+              assertions=[{"schema": {"type": "object", "required": ["verdict"]}}])
     llm.script(f"eval-{k}", *answers("yes", "yes", "yes"))
     llm.script(f"bare-{k}", *answers("maybe", "yes", "maybe"))
     report = evaluate(healthy, vault, name, "--runs", "3", "--baseline", "none")
